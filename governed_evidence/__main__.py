@@ -1,0 +1,5 @@
+import sys
+
+from governed_evidence.cli import main
+
+sys.exit(main())

@@ -1,0 +1,202 @@
+"""Command line: ingest | search | status.
+
+``--json`` prints exactly the structure the MCP tools return, so scripts and checks can
+rely on one contract. Human output goes to stdout; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+from governed_evidence import __version__
+from governed_evidence.config import Classification, Settings, parse_level
+from governed_evidence.embeddings.factory import make_embedder
+from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
+from governed_evidence.logging import configure_logging
+from governed_evidence.search.models import IndexStatus, SearchResponse
+from governed_evidence.search.service import SearchService
+
+__all__ = ["main"]
+
+LEVELS = [c.label for c in Classification]
+
+
+def _settings() -> Settings:
+    return Settings()
+
+
+def _service(args: argparse.Namespace, settings: Settings) -> SearchService:
+    ceiling = parse_level(args.ceiling) if getattr(args, "ceiling", None) else settings.ceiling_level
+    db = Path(args.db) if args.db else settings.db
+    return SearchService(
+        db,
+        ceiling=ceiling,
+        embedder_factory=lambda: make_embedder(settings),
+        gate_enabled=settings.gate == "on",
+    )
+
+
+def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from governed_evidence.ingest.pipeline import ingest_corpus
+
+    db = Path(args.db) if args.db else settings.db
+    embedder = make_embedder(settings, args.embedder)
+    report = ingest_corpus(
+        Path(args.corpus),
+        db,
+        embedder,
+        ceiling=parse_level(args.ceiling),
+        default_classification=parse_level(args.default_classification),
+        max_file_bytes=settings.max_file_bytes,
+    )
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+        return 0
+    secs = report.seconds
+    rate = report.passages / secs["total"] if secs.get("total") else 0.0
+    print(f"Indexed {report.documents_indexed} documents, {report.passages} passages into {db}")
+    print(
+        f"  embeddings: {report.embeddings_computed} computed, {report.embeddings_reused} reused; "
+        f"{secs['total']:.1f} s ({rate:.1f} passages/s; parse+chunk {secs['parse_and_chunk']:.1f} s, "
+        f"embed {secs['embed']:.1f} s, write {secs['write']:.1f} s)"
+    )
+    if report.superseded_documents:
+        print(f"  superseded documents (kept out of search): {report.superseded_documents}")
+    if report.excluded_above_ceiling:
+        print(f"  documents above the ceiling, not read: {report.excluded_above_ceiling}")
+    if report.passages_refused:
+        print(f"  passages refused (credential-shaped content): {report.passages_refused}")
+    for path, reason in report.rejected:
+        print(f"  rejected {path}: {reason}")
+    for path, warning in report.warnings:
+        print(f"  warning {path}: {warning}")
+    return 0
+
+
+def _print_search(response: SearchResponse) -> None:
+    mode: str = response.search_mode
+    if response.search_mode_reason:
+        mode += f" (fallback: {response.search_mode_reason})"
+    print(f"mode: {mode} | confidence: {response.confidence} | ceiling: {response.ceiling}")
+    if response.status == "NO_RELEVANT_CONTEXT":
+        print(f"NO_RELEVANT_CONTEXT: {response.reason}")
+        return
+    for r in response.results:
+        where = (
+            f"lines {r.lines.start}-{r.lines.end}"
+            if r.lines
+            else f"pages {r.pages.start}-{r.pages.end}"
+            if r.pages
+            else ""
+        )
+        print(f"\n[{r.rank}] {r.citation_id}")
+        facts = f"{where}; {r.classification}; {r.matched_by}; confidence {r.confidence:.2f}"
+        print(f"    {r.title} — {r.heading or '(top)'} ({facts})")
+        snippet = " ".join(r.text.split())
+        print(textwrap.indent(textwrap.fill(snippet[:400] + ("…" if len(snippet) > 400 else ""), 96), "    "))
+    if response.withheld:
+        print(f"\n({response.withheld} weaker candidates withheld by the confidence gate)")
+
+
+def _cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    service = _service(args, settings)
+    response = service.search(args.query, limit=args.limit, mode=args.mode, confidence_level=args.confidence)
+    if args.json:
+        print(response.model_dump_json(indent=2))
+    else:
+        _print_search(response)
+    return 0
+
+
+def _print_status(status: IndexStatus) -> None:
+    print(f"index ok: {status.ok}" + (f" ({status.problem})" if status.problem else ""))
+    print(f"integrity: {status.integrity} | schema: {status.schema_version} | built: {status.built_at}")
+    print(f"embedding model: {status.embedding_model} ({status.embedding_dimension}-d)")
+    print(
+        f"meaning search: {status.semantic_search}"
+        + (f" ({status.semantic_search_reason})" if status.semantic_search_reason else "")
+    )
+    print(f"ceiling: {status.ceiling} | visible documents: {status.documents} | passages: {status.passages}")
+    for c in status.by_classification:
+        counts = f"{c.documents:>6} documents {c.passages:>8} passages"
+        print(f"  {c.classification:<10} {counts} ({c.superseded_documents} superseded)")
+
+
+def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    status = _service(args, settings).status()
+    if args.json:
+        print(status.model_dump_json(indent=2))
+    else:
+        _print_status(status)
+    return 0 if status.ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="governed-evidence", description="Governed, cited evidence for AI assistants."
+    )
+    parser.add_argument("--version", action="version", version=f"governed-evidence {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="build the index from a corpus folder (atomic)")
+    p.add_argument("--corpus", required=True, help="folder of .md, .txt, .pdf and .docx files")
+    p.add_argument("--db", help="index file (default: $GOVERNED_EVIDENCE_DB or data/evidence.sqlite)")
+    p.add_argument(
+        "--ceiling", choices=LEVELS, default="restricted", help="highest level to index (default: restricted)"
+    )
+    p.add_argument(
+        "--default-classification",
+        choices=LEVELS,
+        default="restricted",
+        help="level of documents with no label and no level folder (default: restricted)",
+    )
+    p.add_argument(
+        "--embedder", choices=["default", "openai"], help="embedder (default: $GOVERNED_EVIDENCE_EMBEDDER or default)"
+    )
+    p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
+    p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("search", help="search the policy documents")
+    p.add_argument("query")
+    p.add_argument("--db")
+    p.add_argument("--ceiling", choices=LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")
+    p.add_argument("--mode", choices=["hybrid", "keyword", "semantic"], default="hybrid")
+    p.add_argument("--limit", type=int, default=8)
+    p.add_argument("--confidence", choices=["strict", "normal"], default="strict")
+    p.add_argument("--json", action="store_true", help="print exactly what the MCP tool returns")
+    p.set_defaults(func=_cmd_search)
+
+    p = sub.add_parser("status", help="index integrity, model and visible counts")
+    p.add_argument("--db")
+    p.add_argument("--ceiling", choices=LEVELS)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_status)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = _settings()
+    except Exception as exc:  # noqa: BLE001 - pydantic's message names the bad variable
+        print(f"error: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    try:
+        return int(args.func(args, settings))
+    except InvalidRequestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except GovernedEvidenceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Run question slices against a SearchService and score them.
+
+How each slice is run (the governance slices run the way an attacker would want):
+
+* answerable / paraphrase: strict gate at the service's ceiling; hit@1, hit@3, MRR over
+  documents; an abstention is a *false abstention*, counted apart from a wrong answer.
+* unanswerable: strict gate; pass = abstained; a false answer lists the document and score.
+* superseded: strict gate; pass = the successor is in the top 3 and the superseded
+  document is never cited.
+* denied: run at a ceiling *below* the expected documents, gate off, k=20; any result from
+  an expected document or above that ceiling is a leak.
+* secret: highest ceiling, gate off, k=20; any credential-shaped text in a result is a
+  violation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from governed_evidence.config import Classification
+from governed_evidence.evaluation.questions import Question
+from governed_evidence.ingest.guards import find_credentials
+from governed_evidence.search.models import SearchMode, SearchResponse
+from governed_evidence.search.service import SearchService
+
+__all__ = ["SliceReport", "run_slices"]
+
+ServiceFor = Callable[[Classification, bool], SearchService]
+
+
+@dataclass
+class SliceReport:
+    slice: str
+    mode: str
+    n: int = 0
+    passed: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return self.n - self.passed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "slice": self.slice,
+            "mode": self.mode,
+            "n": self.n,
+            "pass": self.passed,
+            "fail": self.failed,
+            "metrics": {k: round(v, 4) for k, v in self.metrics.items()},
+            "failures": self.failures,
+        }
+
+
+def _documents(response: SearchResponse) -> list[str]:
+    docs: list[str] = []
+    for r in response.results:
+        if r.document not in docs:
+            docs.append(r.document)
+    return docs
+
+
+def _retrieval(questions: list[Question], service: SearchService, mode: SearchMode, name: str) -> SliceReport:
+    report = SliceReport(name, mode)
+    hit1 = hit3 = rr = 0.0
+    abstained = 0
+    for q in questions:
+        response = service.search(q.question, limit=8, mode=mode, confidence_level="strict")
+        docs = _documents(response)
+        report.n += 1
+        rank = next((i + 1 for i, d in enumerate(docs) if d in q.expected), None)
+        if response.status == "NO_RELEVANT_CONTEXT":
+            abstained += 1
+            report.failures.append({"id": q.id, "outcome": "false_abstention"})
+            continue
+        if rank is not None:
+            rr += 1.0 / rank
+            hit1 += rank == 1
+            hit3 += rank <= 3
+        if rank is not None and rank <= 3:
+            report.passed += 1
+        else:
+            report.failures.append({"id": q.id, "outcome": "miss", "got": docs[:3]})
+    n = max(report.n, 1)
+    report.metrics = {"hit@1": hit1 / n, "hit@3": hit3 / n, "mrr": rr / n, "false_abstention": abstained / n}
+    return report
+
+
+def _unanswerable(questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
+    report = SliceReport("unanswerable", mode)
+    for q in questions:
+        response = service.search(q.question, limit=8, mode=mode, confidence_level="strict")
+        report.n += 1
+        if response.status == "NO_RELEVANT_CONTEXT":
+            report.passed += 1
+        else:
+            top = response.results[0]
+            report.failures.append(
+                {"id": q.id, "outcome": "false_answer", "document": top.document, "confidence": top.confidence}
+            )
+    report.metrics = {"abstention_rate": report.passed / max(report.n, 1)}
+    return report
+
+
+def _superseded(
+    questions: list[Question], service: SearchService, mode: SearchMode, superseded: set[str]
+) -> SliceReport:
+    report = SliceReport("superseded", mode)
+    cited_old = 0
+    for q in questions:
+        response = service.search(q.question, limit=8, mode=mode, confidence_level="strict")
+        docs = _documents(response)
+        report.n += 1
+        old = [d for d in docs if d in superseded]
+        cited_old += bool(old)
+        if not old and any(d in q.expected for d in docs[:3]):
+            report.passed += 1
+        else:
+            report.failures.append({"id": q.id, "outcome": "superseded_cited" if old else "miss", "got": docs[:3]})
+    report.metrics = {"superseded_cited": float(cited_old)}
+    return report
+
+
+def _denied(questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
+    report = SliceReport("denied", mode)
+    leaks = 0
+    for q in questions:
+        response = service.search(q.question, limit=20, mode=mode, confidence_level="normal")
+        report.n += 1
+        bad = [
+            r.citation_id
+            for r in response.results
+            if r.document in q.expected or Classification[r.classification.upper()] > service.ceiling
+        ]
+        if bad:
+            leaks += len(bad)
+            report.failures.append({"id": q.id, "outcome": "leak", "count": len(bad)})
+        else:
+            report.passed += 1
+    report.metrics = {"leaks": float(leaks)}
+    return report
+
+
+def _secret(questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
+    report = SliceReport("secret", mode)
+    violations = 0
+    for q in questions:
+        response = service.search(q.question, limit=20, mode=mode, confidence_level="normal")
+        report.n += 1
+        found = [r.citation_id for r in response.results if find_credentials(r.text)]
+        if found:
+            violations += len(found)
+            report.failures.append({"id": q.id, "outcome": "credential_served", "count": len(found)})
+        else:
+            report.passed += 1
+    report.metrics = {"violations": float(violations)}
+    return report
+
+
+def run_slices(
+    questions: Iterable[Question],
+    service_for: ServiceFor,
+    *,
+    mode: SearchMode = "hybrid",
+    ceiling: Classification = Classification.INTERNAL,
+    superseded_documents: set[str] | None = None,
+) -> list[SliceReport]:
+    """Score every slice present in ``questions``; ``service_for(ceiling, gate_on)`` builds services."""
+    by_slice: dict[str, list[Question]] = {}
+    for q in questions:
+        by_slice.setdefault(q.slice, []).append(q)
+    gated = service_for(ceiling, True)
+    reports: list[SliceReport] = []
+    for name in ("answerable", "paraphrase"):
+        if name in by_slice:
+            reports.append(_retrieval(by_slice[name], gated, mode, name))
+    if "unanswerable" in by_slice:
+        reports.append(_unanswerable(by_slice["unanswerable"], gated, mode))
+    if "superseded" in by_slice:
+        reports.append(_superseded(by_slice["superseded"], gated, mode, superseded_documents or set()))
+    if "denied" in by_slice:
+        below = Classification(max(int(Classification.PUBLIC), int(Classification.RESTRICTED) - 1))
+        reports.append(_denied(by_slice["denied"], service_for(below, False), mode))
+    if "secret" in by_slice:
+        reports.append(_secret(by_slice["secret"], service_for(Classification.RESTRICTED, False), mode))
+    return reports

@@ -1,0 +1,327 @@
+"""Ingest a corpus folder into a new index file, atomically.
+
+Order matters for governance: a file's classification is decided from its path and front
+matter *before* its content is read, and a document above the build ceiling is only
+counted, never read, embedded or named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from governed_evidence.config import Classification
+from governed_evidence.embeddings.base import Embedder
+from governed_evidence.errors import FileRejectedError, IngestError
+from governed_evidence.ingest.chunker import Chunk, chunk_blocks
+from governed_evidence.ingest.classify import classify
+from governed_evidence.ingest.guards import check_source_file, find_credentials
+from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
+from governed_evidence.ingest.markup import search_text
+from governed_evidence.logging import get_logger
+from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
+from governed_evidence.store.connection import connect, read_meta
+from governed_evidence.store.schema import SCHEMA_VERSION
+
+__all__ = ["IngestReport", "citation_id", "ingest_corpus"]
+
+log = get_logger("ingest")
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass
+class IngestReport:
+    files_seen: int = 0
+    documents_indexed: int = 0
+    superseded_documents: int = 0
+    passages: int = 0
+    passages_refused: int = 0
+    embeddings_reused: int = 0
+    embeddings_computed: int = 0
+    #: Documents above the build ceiling: counted, never named.
+    excluded_above_ceiling: int = 0
+    unsupported_files: int = 0
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "files_seen": self.files_seen,
+            "documents_indexed": self.documents_indexed,
+            "superseded_documents": self.superseded_documents,
+            "passages": self.passages,
+            "passages_refused": self.passages_refused,
+            "embeddings_reused": self.embeddings_reused,
+            "embeddings_computed": self.embeddings_computed,
+            "excluded_above_ceiling": self.excluded_above_ceiling,
+            "unsupported_files": self.unsupported_files,
+            "rejected": [{"document": p, "reason": r} for p, r in self.rejected],
+            "warnings": [{"document": p, "warning": w} for p, w in self.warnings],
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+        }
+
+
+@dataclass
+class _Prepared:
+    row: DocumentRow
+    passages: list[PassageRow]
+    embed_inputs: list[str]
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:60].rstrip("-") or "top"
+
+
+def citation_id(path: str, chunk: Chunk) -> str:
+    """Stable, readable id: document path, section and position (lines or pages)."""
+    section = _slug(chunk.headings[-1]) if chunk.headings else "top"
+    if chunk.page_start is not None:
+        pages = (
+            f"p{chunk.page_start}" if chunk.page_start == chunk.page_end else f"p{chunk.page_start}-{chunk.page_end}"
+        )
+        return f"{path}#{section}:{pages}"
+    return f"{path}#{section}:L{chunk.line_start}-{chunk.line_end}"
+
+
+def _walk(corpus: Path) -> Iterator[Path]:
+    """Files under ``corpus`` in a stable order, skipping hidden files and folders."""
+    for path in sorted(corpus.rglob("*")):
+        rel = path.relative_to(corpus)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            continue
+        yield path
+
+
+def _fallback_title(path: Path) -> str:
+    return re.sub(r"[_-]+", " ", path.stem).strip() or path.name
+
+
+def _prepare(
+    path: Path, rel: PurePosixPath, level: Classification, front: dict[str, Any], model_id: str, report: IngestReport
+) -> _Prepared | None:
+    doc = load_document(path, _fallback_title(path))
+    for warning in doc.warnings:
+        report.warnings.append((str(rel), warning))
+    superseded = doc.front_matter.get("superseded_by") or front.get("superseded_by")
+    superseded_by = str(superseded).strip() if superseded else None
+    # Refuse credential-shaped text at the block level (a paragraph, a table, a code
+    # fence), before chunking, so one secret does not take its neighbours down with it.
+    refused: dict[str, int] = {}
+    kept = []
+    for block in doc.blocks:
+        kinds = find_credentials(block.text)
+        if kinds:
+            for kind in kinds:
+                refused[kind] = refused.get(kind, 0) + 1
+            report.passages_refused += 1
+            continue
+        kept.append(block)
+    chunks = [c for c in chunk_blocks(kept) if not find_credentials(c.text)]
+    passages: list[PassageRow] = []
+    inputs: list[str] = []
+    seen_ids: dict[str, int] = {}
+    for chunk in chunks:
+        cid = citation_id(str(rel), chunk)
+        if cid in seen_ids:
+            seen_ids[cid] += 1
+            cid = f"{cid}~{seen_ids[cid]}"
+        else:
+            seen_ids[cid] = 1
+        heading = " > ".join(chunk.headings)
+        clean = search_text(chunk.text)
+        embed_input = f"{doc.title}. {heading}\n{clean}" if heading else f"{doc.title}\n{clean}"
+        text_hash = hashlib.sha256(f"{model_id}\n{embed_input}".encode()).hexdigest()
+        passages.append(
+            PassageRow(
+                ordinal=len(passages),
+                citation_id=cid,
+                title=doc.title,
+                heading=heading,
+                line_start=chunk.line_start,
+                line_end=chunk.line_end,
+                page_start=chunk.page_start,
+                page_end=chunk.page_end,
+                classification=level,
+                superseded=superseded_by is not None,
+                text=chunk.text,
+                search_text=clean,
+                text_hash=text_hash,
+            )
+        )
+        inputs.append(embed_input)
+    if refused:
+        names = ", ".join(sorted(refused))
+        report.warnings.append(
+            (str(rel), f"{sum(refused.values())} credential-shaped match(es) ({names}): text refused, not indexed")
+        )
+    if not passages:
+        raise FileRejectedError("all text was refused" if refused else "document has no text to index")
+    data = path.read_bytes()
+    row = DocumentRow(
+        path=str(rel),
+        title=doc.title,
+        format=doc.format,
+        classification=level,
+        content_hash=hashlib.sha256(data).hexdigest(),
+        superseded_by=superseded_by,
+        source_mtime=path.stat().st_mtime,
+        passage_count=len(passages),
+        refused_count=sum(refused.values()),
+    )
+    return _Prepared(row, passages, inputs)
+
+
+def _reusable_vectors(db: Path, model_id: str, dimension: int, hashes: set[str]) -> dict[str, bytes]:
+    """Vectors of an existing index for passages whose embedder input is unchanged."""
+    if not db.is_file() or not hashes:
+        return {}
+    try:
+        conn = connect(db, readonly=True)
+    except Exception:  # noqa: BLE001 - an unreadable old index just means nothing to reuse
+        return {}
+    try:
+        meta = read_meta(conn)
+        if meta.get("embedding_model") != model_id or meta.get("embedding_dimension") != str(dimension):
+            return {}
+        found: dict[str, bytes] = {}
+        wanted = sorted(hashes)
+        for i in range(0, len(wanted), 500):
+            batch = wanted[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            for text_hash, blob in conn.execute(
+                "SELECT p.text_hash, v.embedding FROM passages p "
+                f"JOIN passage_vectors v ON v.passage_id = p.id WHERE p.text_hash IN ({marks})",
+                batch,
+            ):
+                found[str(text_hash)] = bytes(blob)
+        return found
+    except Exception:  # noqa: BLE001
+        return {}
+    finally:
+        conn.close()
+
+
+def _terminal_progress(stage: str, done: int, total: int) -> None:
+    if sys.stderr.isatty():
+        end = "\n" if done >= total else ""
+        print(f"\r{stage}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+
+def ingest_corpus(
+    corpus: Path,
+    db: Path,
+    embedder: Embedder,
+    *,
+    ceiling: Classification,
+    default_classification: Classification = Classification.RESTRICTED,
+    max_file_bytes: int = 64 * 1024 * 1024,
+    progress: ProgressFn | None = _terminal_progress,
+) -> IngestReport:
+    """Build a new index for ``corpus`` at ``db``; the old file serves until the rename."""
+    if not corpus.is_dir():
+        raise IngestError("the corpus folder does not exist or is not a folder")
+    report = IngestReport()
+    identity = embedder.identity
+    started = time.perf_counter()
+    prepared: list[_Prepared] = []
+    for path in _walk(corpus):
+        rel = PurePosixPath(path.relative_to(corpus).as_posix())
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            report.unsupported_files += 1
+            continue
+        report.files_seen += 1
+        try:
+            check_source_file(path, corpus, max_file_bytes)
+            level, front = classify(path, rel, default_classification)
+            if level > ceiling:
+                report.excluded_above_ceiling += 1
+                continue
+            item = _prepare(path, rel, level, front, identity.model_id, report)
+        except FileRejectedError as exc:
+            report.rejected.append((str(rel), str(exc)))
+            log.warning("file_rejected", document=str(rel), reason=str(exc))
+            continue
+        except OSError as exc:
+            report.rejected.append((str(rel), f"cannot be read ({type(exc).__name__})"))
+            continue
+        if item is not None:
+            prepared.append(item)
+    report.seconds["parse_and_chunk"] = time.perf_counter() - started
+
+    known_paths = {p.row.path for p in prepared}
+    for item in prepared:
+        target = item.row.superseded_by
+        if target and target not in known_paths:
+            report.warnings.append((item.row.path, "superseded_by names a document that is not in the index"))
+
+    t0 = time.perf_counter()
+    all_rows = [p for item in prepared for p in item.passages]
+    all_inputs = [t for item in prepared for t in item.embed_inputs]
+    reuse = _reusable_vectors(db, identity.model_id, identity.dimension, {p.text_hash for p in all_rows})
+    todo = [i for i, row in enumerate(all_rows) if row.text_hash not in reuse]
+    vectors: dict[str, bytes] = dict(reuse)
+    batch = 256
+    for start in range(0, len(todo), batch):
+        idx = todo[start : start + batch]
+        matrix = embedder.embed([all_inputs[i] for i in idx])
+        if matrix.shape != (len(idx), identity.dimension):
+            raise IngestError("the embedder returned vectors of the wrong shape")
+        for i, vec in zip(idx, matrix, strict=True):
+            vectors[all_rows[i].text_hash] = np.asarray(vec, dtype=np.float32).tobytes()
+        if progress:
+            progress("embedding", min(start + batch, len(todo)), len(todo))
+    report.embeddings_reused = len(all_rows) - len(todo)
+    report.embeddings_computed = len(todo)
+    report.seconds["embed"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    with IndexBuilder(db, dimension=identity.dimension, ceiling=ceiling) as builder:
+        for item in prepared:
+            doc_id = builder.add_document(item.row)
+            for row in item.passages:
+                builder.add_passage(doc_id, row, vectors[row.text_hash])
+        report.documents_indexed = len(prepared)
+        report.superseded_documents = sum(1 for p in prepared if p.row.superseded_by)
+        report.passages = len(all_rows)
+        builder.set_meta(
+            {
+                "schema_version": str(SCHEMA_VERSION),
+                "embedding_model": identity.model_id,
+                "embedding_model_checksum": identity.checksum,
+                "embedding_dimension": str(identity.dimension),
+                "ceiling": ceiling.label,
+                "default_classification": default_classification.label,
+                "built_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+                "corpus_name": corpus.resolve().name,
+                "documents": str(report.documents_indexed),
+                "passages": str(report.passages),
+                "excluded_above_ceiling": str(report.excluded_above_ceiling),
+            }
+        )
+        builder.commit()
+    report.seconds["write"] = time.perf_counter() - t0
+    report.seconds["total"] = time.perf_counter() - started
+    log.info(
+        "ingest_finished",
+        documents=report.documents_indexed,
+        passages=report.passages,
+        rejected=len(report.rejected),
+        excluded_above_ceiling=report.excluded_above_ceiling,
+        embeddings_reused=report.embeddings_reused,
+        seconds=round(report.seconds["total"], 3),
+    )
+    return report

@@ -1,0 +1,55 @@
+"""Reciprocal rank fusion, with the keyword list weighted by how much of the query it covers.
+
+Plain RRF lets a weak OR-query list (a passage that matched one incidental word) drag
+good semantic hits down. Each keyword contribution is multiplied by the passage's
+IDF-weighted query coverage squared, so keyword evidence counts in proportion to how much of the
+question it actually matches; a full-coverage keyword hit still counts fully.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RRF_K", "Fused", "fuse"]
+
+RRF_K = 60
+
+
+@dataclass
+class Fused:
+    passage_id: int
+    score: float
+    keyword_rank: int | None
+    semantic_rank: int | None
+
+    @property
+    def matched_by(self) -> str:
+        if self.keyword_rank is not None and self.semantic_rank is not None:
+            return "both"
+        return "keyword" if self.keyword_rank is not None else "semantic"
+
+
+def fuse(
+    keyword: list[int],
+    semantic: list[int],
+    coverage: dict[int, float],
+    *,
+    k: int = RRF_K,
+    keyword_weight: float = 1.0,
+    semantic_weight: float = 1.0,
+) -> list[Fused]:
+    """Fuse two ranked id lists (best first); ties break on semantic, then keyword rank."""
+    fused: dict[int, Fused] = {}
+    for rank, pid in enumerate(keyword, start=1):
+        item = fused.setdefault(pid, Fused(pid, 0.0, None, None))
+        item.keyword_rank = rank
+        item.score += keyword_weight * coverage.get(pid, 0.0) ** 2 / (k + rank)
+    for rank, pid in enumerate(semantic, start=1):
+        item = fused.setdefault(pid, Fused(pid, 0.0, None, None))
+        item.semantic_rank = rank
+        item.score += semantic_weight / (k + rank)
+    big = len(keyword) + len(semantic) + 1
+    return sorted(
+        fused.values(),
+        key=lambda f: (-f.score, f.semantic_rank or big, f.keyword_rank or big, f.passage_id),
+    )

@@ -1,0 +1,110 @@
+"""The confidence gate: one calibrated number per passage from several measured signals.
+
+No single raw score separates answers from confident misses: BM25 rewards a common word in
+a title, and cosine similarity overlaps between paraphrases and near-miss questions. The
+gate combines
+
+* ``similarity``: cosine between query and passage, rescaled by the model's calibration
+  (where unrelated text and clear matches sit for this model);
+* ``distinctness``: how far the passage stands above the query's background similarity
+  (the mean of the semantic ranks 5-15). An answer stands out from the rest of the corpus;
+  a near miss ("the policy on pets") is about as close to the best passage as to many others;
+* ``coverage``: the IDF-weighted share of the query's content words found in the passage,
+  length-normalised by construction (raw BM25 grows with query length).
+
+The two kinds of evidence are combined as a noisy-OR: either a distinct semantic match or
+a full keyword match is enough. Agreement of the two rankings was measured as a bonus term
+and did not separate the slices on the tuning set, so it only shows in ``matched_by``.
+
+Parameters were tuned on the sample corpus's eval slices (answerable, paraphrase,
+superseded, unanswerable; see tests/search/test_gate_calibration.py for the figures) and
+validated on a held-out question set that was never used for tuning (docs/evaluation.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "BACKGROUND_RANKS",
+    "CALIBRATIONS",
+    "GateThresholds",
+    "ModelCalibration",
+    "Signals",
+    "background_similarity",
+    "calibration_for",
+    "confidence",
+]
+
+#: Semantic ranks (1-based, inclusive) whose mean similarity is the query's background.
+BACKGROUND_RANKS = (5, 15)
+
+
+@dataclass(frozen=True)
+class ModelCalibration:
+    #: Cosine at or below which a passage is unrelated for this model.
+    floor: float
+    #: Cosine at or above which a passage is a clear semantic match.
+    ceiling: float
+    #: Similarity above the background at which a passage counts as fully distinct.
+    distinct_scale: float = 0.25
+    #: Share of the semantic evidence kept for a passage no more similar than the background.
+    distinct_base: float = 0.5
+    #: Weight of full keyword coverage in the noisy-OR.
+    coverage_weight: float = 0.8
+
+
+#: Measured per model; an unknown model gets a conservative default (it must earn trust).
+CALIBRATIONS: dict[str, ModelCalibration] = {
+    "sentence-transformers/all-MiniLM-L6-v2@int8-onnx": ModelCalibration(floor=0.15, ceiling=0.55),
+}
+_DEFAULT_CALIBRATION = ModelCalibration(floor=0.30, ceiling=0.75)
+
+
+def calibration_for(model_id: str | None) -> ModelCalibration:
+    return CALIBRATIONS.get(model_id or "", _DEFAULT_CALIBRATION)
+
+
+@dataclass(frozen=True)
+class GateThresholds:
+    #: Best trade-off on the tuning slices: 8/15 unanswerable abstained, 1/56 answers lost.
+    strict: float = 0.34
+    #: Highest threshold that lost no answer on the tuning slices (4/15 abstained).
+    normal: float = 0.28
+
+
+@dataclass(frozen=True)
+class Signals:
+    similarity: float | None
+    coverage: float
+    agreement: bool
+    #: The query's background similarity (None without meaning search).
+    background: float | None = None
+
+
+def _clip(x: float) -> float:
+    return 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+
+
+def background_similarity(similarities: list[float]) -> float | None:
+    """Mean similarity of the semantic ranks in :data:`BACKGROUND_RANKS` (best first)."""
+    first, last = BACKGROUND_RANKS
+    window = similarities[first - 1 : last]
+    if len(window) < 3:
+        return None
+    return sum(window) / len(window)
+
+
+def confidence(signals: Signals, calibration: ModelCalibration) -> float:
+    """Combine the signals into 0-1; without a similarity, coverage alone must carry it."""
+    coverage = _clip(signals.coverage)
+    if signals.similarity is None:
+        # Keyword-only: full coverage of the content words is strong evidence, partial weak.
+        return round(_clip(coverage**1.5), 4)
+    sim = signals.similarity
+    semantic = _clip((sim - calibration.floor) / (calibration.ceiling - calibration.floor))
+    if signals.background is not None:
+        distinct = _clip((sim - signals.background) / calibration.distinct_scale)
+        semantic *= calibration.distinct_base + (1.0 - calibration.distinct_base) * distinct
+    keyword = calibration.coverage_weight * coverage**2
+    return round(_clip(1.0 - (1.0 - semantic) * (1.0 - keyword)), 4)

@@ -1,0 +1,159 @@
+"""SQL of the search side, built as text (testable as strings) and run here.
+
+Every statement that touches passages carries the caller's ceiling in its WHERE clause,
+and the rankings carry it *inside*: the full-text side queries the per-level index, the
+vector side filters on the ``classification`` metadata column within the KNN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+from governed_evidence.config import Classification
+from governed_evidence.store.schema import fts_table, vocab_table
+
+__all__ = [
+    "BM25_WEIGHTS",
+    "COL_CITATION",
+    "keyword_sql",
+    "vector_sql",
+]
+
+#: Column weights for bm25(title, heading, body): a match in a title or heading counts more.
+BM25_WEIGHTS = (4.0, 2.0, 1.0)
+
+_PASSAGE_COLUMNS = (
+    "p.id, p.citation_id, d.path, p.title, p.heading, p.line_start, p.line_end, "
+    "p.page_start, p.page_end, p.classification, p.text, p.ordinal, p.document_id, d.superseded_by"
+)
+(
+    COL_ID,
+    COL_CITATION,
+    COL_PATH,
+    COL_TITLE,
+    COL_HEADING,
+    COL_LINE_START,
+    COL_LINE_END,
+    COL_PAGE_START,
+    COL_PAGE_END,
+    COL_CLASSIFICATION,
+    COL_TEXT,
+    COL_ORDINAL,
+    COL_DOCUMENT_ID,
+    COL_SUPERSEDED_BY,
+) = range(14)
+_FROM = "FROM passages p JOIN documents d ON d.id = p.document_id"
+
+
+def keyword_sql(level: Classification) -> str:
+    table = fts_table(level)
+    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+    return f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}, {weights}) LIMIT ?"
+
+
+def vector_sql() -> str:
+    return (
+        "SELECT passage_id, distance FROM passage_vectors "
+        "WHERE embedding MATCH ? AND k = ? AND classification <= ? AND searchable = 1 "
+        "ORDER BY distance"
+    )
+
+
+def keyword_ranking(conn: apsw.Connection, level: Classification, expression: str, k: int) -> list[int]:
+    if not expression:
+        return []
+    return [int(r[0]) for r in conn.execute(keyword_sql(level), (expression, k))]
+
+
+def vector_ranking(conn: apsw.Connection, level: Classification, vector: bytes, k: int) -> list[tuple[int, float]]:
+    return [(int(r[0]), float(r[1])) for r in conn.execute(vector_sql(), (vector, k, int(level)))]
+
+
+def cosine_distances(conn: apsw.Connection, vector: bytes, ids: list[int]) -> dict[int, float]:
+    """Exact cosine distance for specific passages (point lookups; vec0 has no IN index)."""
+    out: dict[int, float] = {}
+    for pid in ids:
+        row = conn.execute(
+            "SELECT vec_distance_cosine(embedding, ?) FROM passage_vectors WHERE passage_id = ?", (vector, pid)
+        ).fetchone()
+        if row is not None:
+            out[pid] = float(row[0])
+    return out
+
+
+def passages_by_id(conn: apsw.Connection, level: Classification, ids: set[int]) -> dict[int, tuple[Any, ...]]:
+    """Searchable passages at or below ``level`` (a second, independent ceiling check)."""
+    if not ids:
+        return {}
+    ordered = sorted(ids)
+    marks = ",".join("?" * len(ordered))
+    rows = conn.execute(
+        f"SELECT {_PASSAGE_COLUMNS} {_FROM} WHERE p.id IN ({marks}) AND p.classification <= ? AND p.searchable = 1",
+        (*ordered, int(level)),
+    ).fetchall()
+    return {int(r[COL_ID]): tuple(r) for r in rows}  # type: ignore[arg-type]
+
+
+def passage_by_citation(conn: apsw.Connection, ceiling: Classification, citation_id: str) -> tuple[Any, ...] | None:
+    row = conn.execute(
+        f"SELECT {_PASSAGE_COLUMNS} {_FROM} WHERE p.citation_id = ? AND p.classification <= ?",
+        (citation_id, int(ceiling)),
+    ).fetchone()
+    return tuple(row) if row is not None else None
+
+
+def neighbours(
+    conn: apsw.Connection, ceiling: Classification, document_id: int, ordinal: int, context: int
+) -> list[tuple[Any, ...]]:
+    rows = conn.execute(
+        f"SELECT {_PASSAGE_COLUMNS} {_FROM} WHERE p.document_id = ? AND p.ordinal BETWEEN ? AND ? "
+        "AND p.classification <= ? ORDER BY p.ordinal",
+        (document_id, ordinal - context, ordinal + context, int(ceiling)),
+    ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def fts_row_count(meta: dict[str, str], level: Classification) -> int:
+    return int(meta.get(f"fts_rows_{level.label}", "0") or 0)
+
+
+def document_frequencies(conn: apsw.Connection, level: Classification, stems: list[str]) -> dict[str, int]:
+    if not stems:
+        return {}
+    marks = ",".join("?" * len(stems))
+    rows = conn.execute(f"SELECT term, doc FROM {vocab_table(level)} WHERE term IN ({marks})", stems)
+    return {str(t): int(d) for t, d in rows}
+
+
+def level_counts(conn: apsw.Connection, ceiling: Classification) -> list[tuple[int, int, int, int]]:
+    """(level, documents, passages, superseded documents) for every level up to the ceiling."""
+    found = {
+        int(r[0]): (int(r[1]), int(r[2] or 0), int(r[3] or 0))
+        for r in conn.execute(
+            "SELECT classification, count(*), sum(passage_count), sum(status = 'superseded') "
+            "FROM documents WHERE classification <= ? GROUP BY classification",
+            (int(ceiling),),
+        )
+    }
+    return [(int(level), *found.get(int(level), (0, 0, 0))) for level in Classification if level <= ceiling]
+
+
+def documents(conn: apsw.Connection, ceiling: Classification, limit: int) -> list[tuple[Any, ...]]:
+    return [
+        tuple(r)
+        for r in conn.execute(
+            "SELECT path, title, format, classification, passage_count, superseded_by FROM documents "
+            "WHERE classification <= ? ORDER BY path LIMIT ?",
+            (int(ceiling), limit),
+        )
+    ]
+
+
+def quick_check(conn: apsw.Connection) -> str:
+    try:
+        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
+    except apsw.Error:
+        return "failed"
+    return "ok" if rows == ["ok"] else "failed"

@@ -1,0 +1,210 @@
+"""Atomic index builds: write a shadow file, verify it, rename it over the old one.
+
+A failed or interrupted build leaves the previous index in place and serving; the rename
+is the only moment the served file changes, and it is atomic on POSIX filesystems.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import apsw
+
+from governed_evidence.config import Classification
+from governed_evidence.errors import IngestError
+from governed_evidence.store.connection import connect
+from governed_evidence.store.schema import fts_table, schema_sql
+
+__all__ = ["DocumentRow", "IndexBuilder", "PassageRow"]
+
+
+@dataclass
+class DocumentRow:
+    path: str
+    title: str
+    format: str
+    classification: Classification
+    content_hash: str
+    superseded_by: str | None
+    source_mtime: float
+    passage_count: int
+    refused_count: int
+
+
+@dataclass
+class PassageRow:
+    ordinal: int
+    citation_id: str
+    title: str
+    heading: str
+    line_start: int | None
+    line_end: int | None
+    page_start: int | None
+    page_end: int | None
+    classification: Classification
+    superseded: bool
+    #: What is stored and shown.
+    text: str
+    #: What the full-text index sees: the text without markup and link targets.
+    search_text: str
+    #: Identity of the embedder input, for reuse across rebuilds.
+    text_hash: str
+
+
+class IndexBuilder:
+    """Context manager owning a shadow index file until :meth:`commit` publishes it."""
+
+    def __init__(self, target: Path, *, dimension: int, ceiling: Classification) -> None:
+        self.target = target
+        self.ceiling = ceiling
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Same directory as the target, so the final rename never crosses filesystems.
+        self.shadow = target.with_name(f".{target.name}.build-{os.getpid()}-{secrets.token_hex(4)}")
+        self.conn: apsw.Connection = connect(self.shadow, readonly=False)
+        # The shadow file is private until published; durability is ensured at commit.
+        self.conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+        self.conn.execute("BEGIN")
+        self.conn.execute(schema_sql(dimension, ceiling))
+        self._committed = False
+
+    def __enter__(self) -> IndexBuilder:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._committed:
+            self.abort()
+
+    def abort(self) -> None:
+        with contextlib.suppress(apsw.Error):
+            self.conn.close()
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.shadow}{suffix}")
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", sorted(values.items()))
+
+    def add_document(self, row: DocumentRow) -> int:
+        self.conn.execute(
+            "INSERT INTO documents(path, title, format, classification, content_hash, status, "
+            "superseded_by, source_mtime, passage_count, refused_count) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                row.path,
+                row.title,
+                row.format,
+                int(row.classification),
+                row.content_hash,
+                "superseded" if row.superseded_by else "active",
+                row.superseded_by,
+                row.source_mtime,
+                row.passage_count,
+                row.refused_count,
+            ),
+        )
+        return int(self.conn.last_insert_rowid())
+
+    def add_passage(self, document_id: int, row: PassageRow, embedding: bytes) -> None:
+        """Store a passage, its vector and its entry in every full-text index that may hold it."""
+        searchable = 0 if row.superseded else 1
+        self.conn.execute(
+            "INSERT INTO passages(document_id, ordinal, citation_id, title, heading, line_start, "
+            "line_end, page_start, page_end, classification, searchable, text, text_hash) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                document_id,
+                row.ordinal,
+                row.citation_id,
+                row.title,
+                row.heading,
+                row.line_start,
+                row.line_end,
+                row.page_start,
+                row.page_end,
+                int(row.classification),
+                searchable,
+                row.text,
+                row.text_hash,
+            ),
+        )
+        passage_id = self.conn.last_insert_rowid()
+        self.conn.execute(
+            "INSERT INTO passage_vectors(passage_id, embedding, classification, searchable) VALUES (?,?,?,?)",
+            (passage_id, embedding, int(row.classification), searchable),
+        )
+        if not searchable:
+            return
+        for level in Classification:
+            if level > self.ceiling:
+                break
+            if row.classification <= level:
+                self.conn.execute(
+                    f"INSERT INTO {fts_table(level)}(rowid, title, heading, body) VALUES (?,?,?,?)",
+                    (passage_id, row.title, row.heading, row.search_text),
+                )
+
+    def verify(self) -> None:
+        """Refuse to publish a file that fails integrity or whose parts disagree."""
+        conn = self.conn
+        problems: list[str] = []
+        check = [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()]
+        if check != ["ok"]:
+            problems.append("integrity_check failed")
+        (passages,) = conn.execute("SELECT count(*) FROM passages").fetchone() or (0,)
+        (vectors,) = conn.execute("SELECT count(*) FROM passage_vectors").fetchone() or (0,)
+        if passages != vectors:
+            problems.append(f"{passages} passages but {vectors} vectors")
+        (declared,) = conn.execute("SELECT coalesce(sum(passage_count), 0) FROM documents").fetchone() or (0,)
+        if declared != passages:
+            problems.append(f"documents declare {declared} passages, found {passages}")
+        for level in Classification:
+            if level > self.ceiling:
+                break
+            table = fts_table(level)
+            try:
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+            except apsw.Error:
+                problems.append(f"{table} integrity-check failed")
+            (expected,) = conn.execute(
+                "SELECT count(*) FROM passages WHERE searchable = 1 AND classification <= ?",
+                (int(level),),
+            ).fetchone() or (0,)
+            (indexed,) = conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone() or (0,)
+            if expected != indexed:
+                problems.append(f"{table} holds {indexed} rows, expected {expected}")
+        if problems:
+            raise IngestError("index verification failed: " + "; ".join(problems))
+
+    def commit(self) -> None:
+        """Finish the transaction, verify, make durable and atomically publish."""
+        for level in Classification:
+            if level > self.ceiling:
+                break
+            (rows,) = self.conn.execute(f"SELECT count(*) FROM {fts_table(level)}_docsize").fetchone() or (0,)
+            # Read by the gate's IDF; stored so a query never counts the index.
+            self.set_meta({f"fts_rows_{level.label}": str(rows)})
+        self.conn.execute("COMMIT")
+        self.conn.execute("PRAGMA journal_mode=DELETE")
+        self.verify()
+        self.conn.close()
+        fd = os.open(self.shadow, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(self.shadow, self.target)
+        dir_fd = os.open(self.target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        self._committed = True

@@ -1,0 +1,106 @@
+"""apsw connections with sqlite-vec loaded, and a thread-aware reader for serving.
+
+apsw, not the standard ``sqlite3`` module: many Python builds cannot load SQLite
+extensions, and apsw bundles a current SQLite with FTS5 everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+import sqlite_vec
+
+from governed_evidence.errors import IndexCorruptError, IndexMissingError
+from governed_evidence.store.schema import SCHEMA_VERSION
+
+__all__ = ["IndexReader", "connect", "read_meta"]
+
+
+def connect(path: Path, *, readonly: bool) -> apsw.Connection:
+    """Open ``path`` with sqlite-vec loaded. Read-only opens never create the file."""
+    if readonly:
+        if not path.is_file():
+            raise IndexMissingError("no evidence index found; build one with `governed-evidence ingest --corpus DIR`")
+        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        conn = apsw.Connection(uri, flags=flags)
+    else:
+        conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    conn.set_busy_timeout(5000)
+    return conn
+
+
+def read_meta(conn: apsw.Connection) -> dict[str, str]:
+    """The index metadata table; a file without it is not an index."""
+    try:
+        rows = conn.execute("SELECT key, value FROM meta").fetchall()
+    except apsw.Error as exc:
+        raise IndexCorruptError("the index file is not a governed-evidence index or is damaged; rebuild it") from exc
+    meta = {str(k): str(v) for k, v in rows}
+    if meta.get("schema_version") != str(SCHEMA_VERSION):
+        raise IndexCorruptError(
+            "the index was built by an incompatible version (schema "
+            f"{meta.get('schema_version', '?')}, expected {SCHEMA_VERSION}); rebuild it"
+        )
+    return meta
+
+
+@dataclass(frozen=True)
+class _Generation:
+    inode: int
+    mtime_ns: int
+    size: int
+
+
+class IndexReader:
+    """Per-thread read-only connections that follow atomic rebuilds.
+
+    A rebuild renames a new file over the old one; each call re-checks the file identity
+    (one ``stat``) and reopens when it changed, so a reader never sees a half-built index
+    and picks up a finished one without a restart.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def _generation(self) -> _Generation:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise IndexMissingError(
+                "no evidence index found; build one with `governed-evidence ingest --corpus DIR`"
+            ) from None
+        return _Generation(st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def connection(self) -> tuple[apsw.Connection, dict[str, str]]:
+        """This thread's connection and the index metadata it serves."""
+        generation = self._generation()
+        cached = getattr(self._local, "state", None)
+        if cached is not None and cached[0] == generation:
+            return cached[1], cached[2]
+        if cached is not None:
+            cached[1].close()
+            self._local.state = None
+        conn = connect(self.path, readonly=True)
+        try:
+            meta = read_meta(conn)
+        except Exception:
+            conn.close()
+            raise
+        self._local.state = (generation, conn, meta)
+        return conn, meta
+
+    def close(self) -> None:
+        cached = getattr(self._local, "state", None)
+        if cached is not None:
+            cached[1].close()
+            self._local.state = None

@@ -1,0 +1,102 @@
+"""Schema of the index file, built as SQL text so it can be read and tested as text.
+
+Full-text search uses one FTS5 index *per ceiling*, each holding only passages at or below
+its level. BM25 depends on corpus statistics (row count, document frequency of each term);
+a single shared index would let restricted passages move public scores and ranks. With
+cumulative per-level indexes, a caller at ceiling ``internal`` is ranked exactly as if the
+restricted documents had never been ingested. The FTS tables are contentless: they rank
+rowids, and passage text is always read from ``passages`` under the caller's ceiling.
+"""
+
+from __future__ import annotations
+
+from governed_evidence.config import Classification
+
+__all__ = [
+    "FTS_TOKENIZER",
+    "SCHEMA_VERSION",
+    "fts_table",
+    "schema_sql",
+    "vocab_table",
+]
+
+SCHEMA_VERSION = 1
+
+#: Porter stemming over unicode61 (diacritics folded); query text is tokenised with the
+#: same tokenizer so that what a user types is searched as plain words.
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+def fts_table(level: Classification) -> str:
+    return f"passages_fts_{level.label}"
+
+
+def vocab_table(level: Classification) -> str:
+    return f"passages_vocab_{level.label}"
+
+
+def schema_sql(dimension: int, ceiling: Classification) -> str:
+    """DDL for a new index whose vectors have ``dimension`` and whose build ceiling is ``ceiling``."""
+    if dimension <= 0:
+        raise ValueError("embedding dimension must be positive")
+    parts = [
+        """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE documents (
+    id             INTEGER PRIMARY KEY,
+    path           TEXT NOT NULL UNIQUE,
+    title          TEXT NOT NULL,
+    format         TEXT NOT NULL,
+    classification INTEGER NOT NULL,
+    content_hash   TEXT NOT NULL,
+    status         TEXT NOT NULL CHECK (status IN ('active', 'superseded')),
+    superseded_by  TEXT,
+    source_mtime   REAL NOT NULL,
+    passage_count  INTEGER NOT NULL,
+    refused_count  INTEGER NOT NULL
+);
+CREATE TABLE passages (
+    id             INTEGER PRIMARY KEY,
+    document_id    INTEGER NOT NULL REFERENCES documents(id),
+    ordinal        INTEGER NOT NULL,
+    citation_id    TEXT NOT NULL UNIQUE,
+    title          TEXT NOT NULL,
+    heading        TEXT NOT NULL,
+    line_start     INTEGER,
+    line_end       INTEGER,
+    page_start     INTEGER,
+    page_end       INTEGER,
+    classification INTEGER NOT NULL,
+    searchable     INTEGER NOT NULL,
+    text           TEXT NOT NULL,
+    text_hash      TEXT NOT NULL,
+    UNIQUE (document_id, ordinal)
+);
+CREATE INDEX passages_by_hash ON passages(text_hash);
+""",
+        f"""
+CREATE VIRTUAL TABLE passage_vectors USING vec0(
+    passage_id     INTEGER PRIMARY KEY,
+    embedding      float[{int(dimension)}] distance_metric=cosine,
+    classification integer,
+    searchable     integer
+);
+""",
+    ]
+    for level in Classification:
+        if level > ceiling:
+            break
+        parts.append(
+            f"""
+CREATE VIRTUAL TABLE {fts_table(level)} USING fts5(
+    title, heading, body,
+    content='',
+    tokenize='{FTS_TOKENIZER}'
+);
+CREATE VIRTUAL TABLE {vocab_table(level)} USING fts5vocab({fts_table(level)}, row);
+"""
+        )
+    return "".join(parts)

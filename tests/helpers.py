@@ -1,0 +1,158 @@
+"""Test seams shared by the suites: a fast deterministic embedder and corpus builders."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from governed_evidence.embeddings.base import ModelIdentity, Vectors
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED_DATA = SHARED / "data"
+
+
+class HashEmbedder:
+    """Bag-of-words vectors from hashed lowercase words: same text, same vector, no model.
+
+    Texts sharing words are close, so ranking tests are meaningful; it is not a model of
+    meaning (paraphrase tests use the real default model).
+    """
+
+    def __init__(self, dimension: int = 64, model_id: str = "test/hash-bow") -> None:
+        self._identity = ModelIdentity(model_id, dimension, "none")
+        self.calls = 0
+        self.texts_embedded = 0
+
+    @property
+    def identity(self) -> ModelIdentity:
+        return self._identity
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.calls += 1
+        self.texts_embedded += len(texts)
+        dim = self._identity.dimension
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"[a-z0-9]+", text.lower()):
+                h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
+                out[i, h % dim] += 1.0
+            norm = float(np.linalg.norm(out[i]))
+            if norm == 0.0:
+                out[i, 0] = 1.0
+            else:
+                out[i] /= norm
+        return out
+
+
+def write(root: Path, rel: str, content: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(content).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def small_corpus(root: Path) -> Path:
+    """A tiny three-level corpus with known facts, a superseded pair and a seeded secret."""
+    write(
+        root,
+        "public/expenses.md",
+        """
+        ---
+        title: Travel expenses policy
+        ---
+        # Travel expenses policy
+
+        ## Claiming train fares
+
+        Staff claim standard-class train fares through the expenses portal within thirty days
+        of travel. Receipts must be attached to every claim for rail travel.
+
+        ## Hotels
+
+        Hotel stays are reimbursed up to the nightly cap published by finance each April.
+        """,
+    )
+    write(
+        root,
+        "public/leave.md",
+        """
+        # Leave policy
+
+        ## Bereavement leave
+
+        After a death in the family an employee may take up to five days of paid bereavement
+        leave, agreed with their line manager.
+
+        ## Annual leave
+
+        Full-time staff receive twenty-five days of annual leave each year plus public holidays.
+        """,
+    )
+    write(
+        root,
+        "internal/remote-2022.md",
+        """
+        ---
+        title: Remote work policy 2022
+        superseded_by: internal/remote-2024.md
+        ---
+        # Remote work policy 2022
+
+        Employees may work from home two days per week with approval from their director.
+        """,
+    )
+    write(
+        root,
+        "internal/remote-2024.md",
+        """
+        ---
+        title: Remote work policy 2024
+        ---
+        # Remote work policy 2024
+
+        Employees may work from home three days per week with approval from their line manager.
+        """,
+    )
+    write(
+        root,
+        "internal/runbook.md",
+        """
+        # Deployment runbook
+
+        ## Steps
+
+        Deploy with the release pipeline after the change board approves the ticket.
+
+        ## Credentials
+
+        The service account is configured as password = "hunter2-EXAMPLE-not-real" in the vault.
+        """,
+    )
+    write(
+        root,
+        "restricted/zephyr.md",
+        """
+        # Project Zephyr acquisition
+
+        The board approved the acquisition of Quillmoor Analytics for 41.7 million under the
+        codename Zephyr. Travel expenses for the due diligence team are charged to cost centre 9931.
+        """,
+    )
+    write(
+        root,
+        "public/labelled-secret.md",
+        """
+        ---
+        classification: confidential
+        ---
+        # Vendor dispute
+
+        The confidential dispute with Brackenfield Ltd concerns unpaid invoices worth 88,000.
+        """,
+    )
+    return root
