@@ -43,4 +43,5 @@ def get_logger(name: str) -> Any:
     """A bound structlog logger; configures defaults on first use."""
     if not _configured:
         configure_logging()
-    return structlog.get_logger(name).bind(component=name)
+    # A lazy proxy: the configuration in force at each call applies, not the one at import.
+    return structlog.get_logger(component=name)

@@ -141,7 +141,10 @@ def _prepare(
             cid = f"{cid}~{seen_ids[cid]}"
         else:
             seen_ids[cid] = 1
-        heading = " > ".join(chunk.headings)
+        headings = chunk.headings
+        if headings and headings[0].strip().lower() == doc.title.strip().lower():
+            headings = headings[1:]  # the top heading repeats the title
+        heading = " > ".join(headings)
         clean = search_text(chunk.text)
         embed_input = f"{doc.title}. {heading}\n{clean}" if heading else f"{doc.title}\n{clean}"
         text_hash = hashlib.sha256(f"{model_id}\n{embed_input}".encode()).hexdigest()

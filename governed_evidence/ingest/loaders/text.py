@@ -44,6 +44,9 @@ def parse_text(text: str, fallback_title: str) -> LoadedDocument:
         heading: str | None = None
         if (len(chunk) == 2 and _UNDERLINE.match(chunk[1])) or (len(chunk) == 1 and looks_like_heading(chunk[0])):
             heading = chunk[0].strip()
+        elif title is None and not blocks and looks_like_heading(chunk[0]):
+            # A document that opens with a title line directly above its first paragraph.
+            title = chunk[0].strip()
         if heading is not None:
             if title is None and not blocks:
                 title = heading
