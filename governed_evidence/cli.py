@@ -136,6 +136,20 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if status.ok else 1
 
 
+def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import threading
+
+    from governed_evidence.logging import route_library_loggers
+    from governed_evidence.mcp import build_app
+
+    route_library_loggers("fastmcp", "mcp", "httpx")
+    service = _service(args, settings)
+    # Load the model while the client initialises, so the first search does not pay for it.
+    threading.Thread(target=service.embedder, name="embedder-warmup", daemon=True).start()
+    build_app(service).run(transport="stdio", show_banner=False)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="governed-evidence", description="Governed, cited evidence for AI assistants."
@@ -176,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ceiling", choices=LEVELS)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("serve", help="run the MCP server over stdio (stdout carries only JSON-RPC)")
+    p.add_argument("--db")
+    p.add_argument("--ceiling", choices=LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")
+    p.set_defaults(func=_cmd_serve)
     return parser
 
 

@@ -1,7 +1,8 @@
 """Structured JSON logs on stderr only.
 
 stdout belongs to the MCP JSON-RPC stream in stdio mode, so nothing here may write to it.
-Callers log event names and counts, never query or passage text.
+Records from libraries that use stdlib logging (FastMCP, httpx) are rendered as the same
+JSON lines. Callers log event names and counts, never query or passage text.
 """
 
 from __future__ import annotations
@@ -12,35 +13,54 @@ from typing import Any
 
 import structlog
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["configure_logging", "get_logger", "route_library_loggers"]
 
 _configured = False
+_SHARED: list[Any] = [
+    structlog.processors.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Send structlog JSON lines to stderr; idempotent."""
+    """Send structlog and stdlib records as JSON lines to stderr; idempotent."""
     global _configured
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
     structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(sort_keys=True),
-        ],
+        processors=[*_SHARED, structlog.processors.format_exc_info, structlog.processors.JSONRenderer(sort_keys=True)],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    # Libraries that use stdlib logging also go to stderr, never stdout.
-    logging.basicConfig(stream=sys.stderr, level=max(numeric, logging.WARNING), force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *_SHARED],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                structlog.processors.JSONRenderer(sort_keys=True),
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(numeric, logging.WARNING))
     _configured = True
 
 
+def route_library_loggers(*names: str) -> None:
+    """Make libraries that install their own (e.g. rich) handlers log through ours."""
+    for name in names:
+        lib = logging.getLogger(name)
+        lib.handlers.clear()
+        lib.propagate = True
+
+
 def get_logger(name: str) -> Any:
-    """A bound structlog logger; configures defaults on first use."""
+    """A structlog logger bound to ``component=name``; configures defaults on first use."""
     if not _configured:
         configure_logging()
     # A lazy proxy: the configuration in force at each call applies, not the one at import.

@@ -49,3 +49,15 @@ def service_factory(built_index: Path, hash_embedder: HashEmbedder) -> Iterator[
     yield make
     for svc in services:
         svc.reader.close()
+
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_CORPUS = REPO / "data" / "sample_corpus"
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory: pytest.TempPathFactory, minilm) -> Path:  # type: ignore[no-untyped-def]
+    """The sample corpus built once at ceiling restricted with the real default model."""
+    db = tmp_path_factory.mktemp("sample") / "evidence.sqlite"
+    ingest_corpus(SAMPLE_CORPUS, db, minilm, ceiling=Classification.RESTRICTED, progress=None)
+    return db
