@@ -191,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_status)
 
+    from governed_evidence.evaluation.command import add_eval_parser
+
+    add_eval_parser(sub)
+
     p = sub.add_parser("serve", help="run the MCP server over stdio (stdout carries only JSON-RPC)")
     p.add_argument("--db")
     p.add_argument("--ceiling", choices=LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")

@@ -17,17 +17,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from governed_evidence.config import Classification
 from governed_evidence.evaluation.questions import Question
 from governed_evidence.ingest.guards import find_credentials
 from governed_evidence.search.models import SearchMode, SearchResponse
-from governed_evidence.search.service import SearchService
 
-__all__ = ["SliceReport", "run_slices"]
+__all__ = ["GOVERNANCE_SLICES", "Searcher", "SliceReport", "run_slices"]
 
-ServiceFor = Callable[[Classification, bool], SearchService]
+#: Slices that test governance rather than quality; run through the MCP tools in `eval`.
+GOVERNANCE_SLICES = ("denied", "secret", "superseded")
+
+
+class Searcher(Protocol):
+    """Anything that answers a search like SearchService does (the service or an MCP client)."""
+
+    ceiling: Classification
+
+    def search(
+        self, query: str, *, limit: int = ..., mode: SearchMode = ..., confidence_level: str = ...
+    ) -> SearchResponse: ...
+
+
+SearcherFor = Callable[[Classification, bool], Searcher]
 
 
 @dataclass
@@ -63,7 +76,7 @@ def _documents(response: SearchResponse) -> list[str]:
     return docs
 
 
-def _retrieval(questions: list[Question], service: SearchService, mode: SearchMode, name: str) -> SliceReport:
+def _retrieval(questions: list[Question], service: Searcher, mode: SearchMode, name: str) -> SliceReport:
     report = SliceReport(name, mode)
     hit1 = hit3 = rr = 0.0
     abstained = 0
@@ -89,7 +102,7 @@ def _retrieval(questions: list[Question], service: SearchService, mode: SearchMo
     return report
 
 
-def _unanswerable(questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
+def _unanswerable(questions: list[Question], service: Searcher, mode: SearchMode) -> SliceReport:
     report = SliceReport("unanswerable", mode)
     for q in questions:
         response = service.search(q.question, limit=8, mode=mode, confidence_level="strict")
@@ -105,9 +118,7 @@ def _unanswerable(questions: list[Question], service: SearchService, mode: Searc
     return report
 
 
-def _superseded(
-    questions: list[Question], service: SearchService, mode: SearchMode, superseded: set[str]
-) -> SliceReport:
+def _superseded(questions: list[Question], service: Searcher, mode: SearchMode, superseded: set[str]) -> SliceReport:
     report = SliceReport("superseded", mode)
     cited_old = 0
     for q in questions:
@@ -124,7 +135,7 @@ def _superseded(
     return report
 
 
-def _denied(questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
+def _denied(questions: list[Question], service: Searcher, mode: SearchMode) -> SliceReport:
     report = SliceReport("denied", mode)
     leaks = 0
     for q in questions:
@@ -144,7 +155,7 @@ def _denied(questions: list[Question], service: SearchService, mode: SearchMode)
     return report
 
 
-def _secret(questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
+def _secret(questions: list[Question], service: Searcher, mode: SearchMode) -> SliceReport:
     report = SliceReport("secret", mode)
     violations = 0
     for q in questions:
@@ -162,16 +173,22 @@ def _secret(questions: list[Question], service: SearchService, mode: SearchMode)
 
 def run_slices(
     questions: Iterable[Question],
-    service_for: ServiceFor,
+    service_for: SearcherFor,
     *,
     mode: SearchMode = "hybrid",
     ceiling: Classification = Classification.INTERNAL,
     superseded_documents: set[str] | None = None,
+    governance_for: SearcherFor | None = None,
 ) -> list[SliceReport]:
-    """Score every slice present in ``questions``; ``service_for(ceiling, gate_on)`` builds services."""
+    """Score every slice present in ``questions``.
+
+    ``service_for(ceiling, gate_on)`` answers the quality slices; ``governance_for`` (default:
+    the same) answers denied, secret and superseded.
+    """
     by_slice: dict[str, list[Question]] = {}
     for q in questions:
         by_slice.setdefault(q.slice, []).append(q)
+    governance_for = governance_for or service_for
     gated = service_for(ceiling, True)
     reports: list[SliceReport] = []
     for name in ("answerable", "paraphrase"):
@@ -180,10 +197,12 @@ def run_slices(
     if "unanswerable" in by_slice:
         reports.append(_unanswerable(by_slice["unanswerable"], gated, mode))
     if "superseded" in by_slice:
-        reports.append(_superseded(by_slice["superseded"], gated, mode, superseded_documents or set()))
+        reports.append(
+            _superseded(by_slice["superseded"], governance_for(ceiling, True), mode, superseded_documents or set())
+        )
     if "denied" in by_slice:
-        below = Classification(max(int(Classification.PUBLIC), int(Classification.RESTRICTED) - 1))
-        reports.append(_denied(by_slice["denied"], service_for(below, False), mode))
+        below = Classification(int(Classification.RESTRICTED) - 1)
+        reports.append(_denied(by_slice["denied"], governance_for(below, False), mode))
     if "secret" in by_slice:
-        reports.append(_secret(by_slice["secret"], service_for(Classification.RESTRICTED, False), mode))
+        reports.append(_secret(by_slice["secret"], governance_for(Classification.RESTRICTED, False), mode))
     return reports

@@ -188,10 +188,9 @@ class SearchService:
         out: dict[int, float] = {}
         for pid, row in rows.items():
             text = f"{row[sql.COL_TITLE]}\n{row[sql.COL_HEADING]}\n{row[sql.COL_TEXT]}"
-            present = {
-                str(t[0] if isinstance(t, tuple) else t)
-                for t in tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
-            } & wanted
+            # Without offsets each token comes back as a tuple (token, *colocated forms).
+            tokens = tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
+            present = {t[0] for t in tokens} & wanted
             out[pid] = sum(idf[s] for s in present) / denominator
         return out
 

@@ -1,0 +1,137 @@
+"""`governed-evidence eval`: build the sample index, run the slices, print a scorecard and the gate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from governed_evidence.config import Classification, Settings
+from governed_evidence.embeddings.factory import make_embedder
+from governed_evidence.errors import InvalidRequestError
+from governed_evidence.evaluation.gate import Check, evaluate_gate, load_gate
+from governed_evidence.evaluation.mcp_client import McpSearcher
+from governed_evidence.evaluation.questions import load_questions
+from governed_evidence.evaluation.runner import GOVERNANCE_SLICES, Searcher, SliceReport, run_slices
+from governed_evidence.ingest.pipeline import ingest_corpus
+from governed_evidence.search.models import SearchMode
+from governed_evidence.search.service import SearchService
+from governed_evidence.store.connection import connect
+
+__all__ = ["add_eval_parser", "run_eval"]
+
+MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "hybrid")
+
+
+def add_eval_parser(sub: Any) -> None:
+    p = sub.add_parser("eval", help="run the labelled question slices and the release gate")
+    p.add_argument("--questions", default="evals/questions.jsonl")
+    p.add_argument("--corpus", default="data/sample_corpus", help="corpus to build a fresh index from")
+    p.add_argument("--db", help="use this existing index instead of building one")
+    p.add_argument("--gate-file", default="evals/gate.toml")
+    p.add_argument("--mode", choices=[*MODES, "compare"], default="hybrid")
+    p.add_argument("--no-mcp", action="store_true", help="run governance slices on the service, not over stdio")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--write-baseline", metavar="FILE", help="write the measured metrics (refused on any leak)")
+    p.set_defaults(func=run_eval)
+
+
+def _superseded(db: Path) -> set[str]:
+    conn = connect(db, readonly=True)
+    try:
+        return {str(r[0]) for r in conn.execute("SELECT path FROM documents WHERE status = 'superseded'")}
+    finally:
+        conn.close()
+
+
+def _print_scorecard(reports: list[SliceReport], checks: list[Check], passed: bool) -> None:
+    print(f"{'slice':<13} {'mode':<9} {'n':>4} {'pass':>5} {'fail':>5}  metrics")
+    for r in reports:
+        metrics = "  ".join(f"{k}={v:.3f}" if v % 1 else f"{k}={int(v)}" for k, v in r.metrics.items())
+        print(f"{r.slice:<13} {r.mode:<9} {r.n:>4} {r.passed:>5} {r.failed:>5}  {metrics}")
+    print()
+    for c in checks:
+        sign = ">=" if c.kind == "min" else "<="
+        value = "missing" if c.value is None else f"{c.value:.3f}"
+        hard = " (must be zero)" if c.must_be_zero else ""
+        print(f"  [{'ok' if c.passed else 'FAIL'}] {c.slice}.{c.metric} = {value} {sign} {c.bound:g}{hard}")
+    print(f"\nEVAL GATE: {'PASS' if passed else 'FAIL'}")
+
+
+def run_eval(args: argparse.Namespace, settings: Settings) -> int:
+    started = time.perf_counter()
+    questions = load_questions(Path(args.questions))
+    spec = load_gate(Path(args.gate_file))
+    gate_setting = settings.gate == "on"
+    embedder = make_embedder(settings)
+    with ExitStack() as stack:
+        if args.db:
+            db = Path(args.db)
+        else:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ge-eval-")))
+            db = tmp / "eval.sqlite"
+            ingest_corpus(Path(args.corpus), db, embedder, ceiling=Classification.RESTRICTED, progress=None)
+
+        def service_for(ceiling: Classification, gate: bool) -> Searcher:
+            # GOVERNED_EVIDENCE_GATE=off overrides every slice: that is the sabotage check.
+            return SearchService(
+                db, ceiling=ceiling, embedder_factory=lambda: embedder, gate_enabled=gate and gate_setting
+            )
+
+        mcp_cache: dict[tuple[Classification, bool], Searcher] = {}
+
+        def governance_for(ceiling: Classification, gate: bool) -> Searcher:
+            key = (ceiling, gate and gate_setting)
+            if key not in mcp_cache:
+                mcp_cache[key] = stack.enter_context(McpSearcher(db, ceiling=ceiling, gate_enabled=key[1]))
+            return mcp_cache[key]
+
+        modes = MODES if args.mode == "compare" else (args.mode,)
+        reports: list[SliceReport] = []
+        gated_reports: list[SliceReport] = []
+        for mode in modes:
+            run = run_slices(
+                questions,
+                service_for,
+                mode=mode,
+                superseded_documents=_superseded(db),
+                governance_for=None if args.no_mcp else governance_for,
+            )
+            reports.extend(run)
+            if mode == "hybrid" or len(modes) == 1:
+                gated_reports = run
+    checks = evaluate_gate(spec, gated_reports)
+    passed = all(c.passed for c in checks)
+    seconds = round(time.perf_counter() - started, 1)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "reports": [r.as_dict() for r in reports],
+                    "checks": [
+                        {"slice": c.slice, "metric": c.metric, "bound": c.bound, "value": c.value, "passed": c.passed}
+                        for c in checks
+                    ],
+                    "gate": "PASS" if passed else "FAIL",
+                    "governance_via": "service" if args.no_mcp else "mcp-stdio",
+                    "seconds": seconds,
+                },
+                indent=2,
+            )
+        )
+    else:
+        _print_scorecard(reports, checks, passed)
+        via = "the service" if args.no_mcp else "the MCP tools over stdio"
+        print(f"(governance slices {', '.join(GOVERNANCE_SLICES)} ran through {via}; {seconds} s)")
+    if args.write_baseline:
+        leaks = [c for c in checks if c.must_be_zero and not c.passed]
+        if leaks:
+            raise InvalidRequestError("refusing to write a baseline while a must-be-zero check fails")
+        Path(args.write_baseline).write_text(
+            json.dumps({r.slice + ":" + r.mode: r.metrics for r in gated_reports}, indent=2, sort_keys=True) + "\n"
+        )
+    return 0 if passed else 1
