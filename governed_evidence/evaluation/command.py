@@ -28,7 +28,10 @@ MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "hybrid")
 
 
 def add_eval_parser(sub: Any) -> None:
-    p = sub.add_parser("eval", help="run the labelled question slices and the release gate")
+    p = sub.add_parser("eval", help="run the labelled question slices and the release gate, or a BEIR benchmark")
+    p.add_argument("target", nargs="?", choices=["questions", "beir"], default="questions")
+    p.add_argument("--dataset", help="BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/) for `eval beir`")
+    p.add_argument("--split", default="test", help="qrels split for `eval beir` (default: test)")
     p.add_argument("--questions", default="evals/questions.jsonl")
     p.add_argument("--corpus", default="data/sample_corpus", help="corpus to build a fresh index from")
     p.add_argument("--db", help="use this existing index instead of building one")
@@ -62,7 +65,46 @@ def _print_scorecard(reports: list[SliceReport], checks: list[Check], passed: bo
     print(f"\nEVAL GATE: {'PASS' if passed else 'FAIL'}")
 
 
+def run_beir_command(args: argparse.Namespace, settings: Settings) -> int:
+    from governed_evidence.evaluation.beir import build_beir_index, run_beir
+
+    if not args.dataset:
+        raise InvalidRequestError("eval beir needs --dataset DIR (a BEIR folder with corpus.jsonl)")
+    dataset = Path(args.dataset)
+    embedder = make_embedder(settings)
+    with ExitStack() as stack:
+        if args.db:
+            db = Path(args.db)
+        else:
+            db = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ge-beir-"))) / "beir.sqlite"
+        build = build_beir_index(dataset, db, embedder)
+        results = run_beir(dataset, db, embedder, split=args.split)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "dataset": dataset.name,
+                    "split": args.split,
+                    "build": build,
+                    "results": [r.as_dict() for r in results],
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(
+            f"{dataset.name} ({args.split}): {int(build['documents'])} documents, "
+            f"{int(build['embedded'])} embedded in {build['embed_s']:.0f} s, index built in {build['total_s']:.0f} s"
+        )
+        print(f"{'mode':<9} {'queries':>7} {'nDCG@10':>8} {'R@100':>7} {'seconds':>8}")
+        for r in results:
+            print(f"{r.mode:<9} {r.queries:>7} {r.ndcg_at_10:>8.3f} {r.recall_at_100:>7.3f} {r.seconds:>8.1f}")
+    return 0
+
+
 def run_eval(args: argparse.Namespace, settings: Settings) -> int:
+    if args.target == "beir":
+        return run_beir_command(args, settings)
     started = time.perf_counter()
     questions = load_questions(Path(args.questions))
     spec = load_gate(Path(args.gate_file))

@@ -45,7 +45,7 @@ class McpSearcher:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-eval-client", daemon=True)
         self._thread.start()
-        self._run(self._client.__aenter__())
+        self._run(self._client.__aenter__())  # type: ignore[no-untyped-call]
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=300)
@@ -63,10 +63,10 @@ class McpSearcher:
 
     def close(self) -> None:
         try:
-            self._run(self._client.__aexit__(None, None, None))
+            self._run(self._client.__aexit__(None, None, None))  # type: ignore[no-untyped-call]
             # Close the transport on its own loop; left to the garbage collector it would
             # try to signal a loop that is already closed.
-            self._run(self._transport.close())
+            self._run(self._transport.close())  # type: ignore[no-untyped-call]
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)

@@ -32,6 +32,8 @@ class Chunk:
     line_end: int | None
     page_start: int | None
     page_end: int | None
+    #: False for a passage of headings only (no evidence of its own).
+    has_content: bool = True
 
     @property
     def words(self) -> int:
@@ -123,7 +125,8 @@ def _make_chunk(blocks: list[Block]) -> Chunk:
     _, line_end = _span(b.line_end for b in blocks)
     page_start, page_end = _span(b.page for b in blocks)
     text = "\n\n".join(b.text for b in blocks)
-    return Chunk(text, blocks[-1].headings, line_start, line_end, page_start, page_end)
+    has_content = any(b.kind != "heading" for b in blocks)
+    return Chunk(text, blocks[-1].headings, line_start, line_end, page_start, page_end, has_content)
 
 
 def chunk_blocks(blocks: list[Block]) -> list[Chunk]:
@@ -152,7 +155,7 @@ def chunk_blocks(blocks: list[Block]) -> list[Chunk]:
             if (
                 section_chunks
                 and tail_words < MIN_WORDS
-                and sum(b.words for b in section_chunks[-1]) + tail_words <= MAX_WORDS + MIN_WORDS
+                and sum(b.words for b in section_chunks[-1]) + tail_words <= MAX_WORDS
             ):
                 section_chunks[-1].extend(current)
             else:
@@ -167,7 +170,7 @@ def _common_headings(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
         if x != y:
             break
         prefix.append(x)
-    return tuple(prefix) if prefix else a
+    return tuple(prefix)
 
 
 def _merge_small(chunks: list[Chunk]) -> list[Chunk]:
@@ -189,8 +192,11 @@ def _merge_small(chunks: list[Chunk]) -> list[Chunk]:
                 line_end,
                 page_start,
                 page_end,
+                prev.has_content or chunk.has_content,
             )
         else:
             merged.append(chunk)
-    # A document that is only headings has no evidence to offer.
-    return [c for c in merged if c.text.strip()]
+    # A passage of headings only (a heading whose first piece did not fit beside it, or a
+    # document that is only headings) has no evidence to offer; later passages still name
+    # the heading in their heading path.
+    return [c for c in merged if c.has_content and c.text.strip()]

@@ -12,7 +12,7 @@ from typing import Any
 from governed_evidence.config import Classification, parse_label
 from governed_evidence.ingest.frontmatter import FrontMatterError, read_front_matter
 
-__all__ = ["TEXT_SUFFIXES", "classify"]
+__all__ = ["TEXT_SUFFIXES", "classify", "level_from_path"]
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
 _LEVEL_NAMES = {c.label: c for c in Classification}
@@ -29,8 +29,13 @@ def classify(path: Path, relative: PurePosixPath, default: Classification) -> tu
             return Classification.RESTRICTED, {}
         if "classification" in front:
             return parse_label(front["classification"]), front
+    return level_from_path(relative, default), front
+
+
+def level_from_path(relative: PurePosixPath, default: Classification) -> Classification:
+    """The level the path alone gives: the first folder named after a level, else ``default``."""
     for part in relative.parts[:-1]:
         level = _LEVEL_NAMES.get(part.lower())
         if level is not None:
-            return level, front
-    return default, front
+            return level
+    return default

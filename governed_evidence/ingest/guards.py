@@ -15,6 +15,8 @@ from governed_evidence.errors import FileRejectedError
 
 __all__ = [
     "check_source_file",
+    "check_source_location",
+    "check_source_size",
     "decode_text",
     "find_credentials",
     "sanitize",
@@ -59,14 +61,28 @@ def find_credentials(text: str) -> list[str]:
 
 def check_source_file(path: Path, corpus_root: Path, max_bytes: int) -> None:
     """Refuse files that must not be opened: escaping links, oversized, not regular."""
-    resolved = path.resolve()
+    check_source_location(path, corpus_root)
+    check_source_size(path, max_bytes)
+
+
+def check_source_location(path: Path, corpus_root: Path) -> None:
+    """Refuse links leaving the corpus and anything but a regular file, without opening it."""
+    try:
+        resolved = path.resolve()
+    except (RuntimeError, OSError):
+        # A symlink loop (RuntimeError before Python 3.13, OSError from 3.13 on).
+        raise FileRejectedError("symbolic link loop or unresolvable path") from None
     try:
         resolved.relative_to(corpus_root.resolve())
     except ValueError:
         raise FileRejectedError("symbolic link points outside the corpus") from None
     if not resolved.is_file():
         raise FileRejectedError("not a regular file")
-    size = resolved.stat().st_size
+
+
+def check_source_size(path: Path, max_bytes: int) -> None:
+    """Refuse empty and oversized files (the size comes from ``stat``; nothing is read)."""
+    size = path.resolve().stat().st_size
     if size > max_bytes:
         raise FileRejectedError(f"file is {size} bytes, over the {max_bytes}-byte limit")
     if size == 0:

@@ -23,8 +23,8 @@ from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import FileRejectedError, IngestError
 from governed_evidence.ingest.chunker import Chunk, chunk_blocks
-from governed_evidence.ingest.classify import classify
-from governed_evidence.ingest.guards import check_source_file, find_credentials
+from governed_evidence.ingest.classify import classify, level_from_path
+from governed_evidence.ingest.guards import check_source_location, check_source_size, find_credentials
 from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
 from governed_evidence.ingest.markup import search_text
 from governed_evidence.logging import get_logger
@@ -130,7 +130,25 @@ def _prepare(
             report.passages_refused += 1
             continue
         kept.append(block)
-    chunks = [c for c in chunk_blocks(kept) if not find_credentials(c.text)]
+    # The title and the heading path are stored and served with every passage (and a
+    # heading names its citation id), so a credential there is refused as well.
+    title_kinds = find_credentials(doc.title)
+    for kind in title_kinds:
+        refused[kind] = refused.get(kind, 0) + 1
+    if title_kinds:
+        doc.title = _fallback_title(path)
+    for block in kept:
+        block.headings = tuple(h for h in block.headings if not find_credentials(h))
+    chunks = []
+    for chunk in chunk_blocks(kept):
+        # Second guard: a credential split across two blocks only shows once they are joined.
+        kinds = find_credentials(chunk.text)
+        if kinds:
+            for kind in kinds:
+                refused[kind] = refused.get(kind, 0) + 1
+            report.passages_refused += 1
+            continue
+        chunks.append(chunk)
     passages: list[PassageRow] = []
     inputs: list[str] = []
     seen_ids: dict[str, int] = {}
@@ -248,11 +266,20 @@ def ingest_corpus(
             continue
         report.files_seen += 1
         try:
-            check_source_file(path, corpus, max_file_bytes)
+            try:
+                check_source_location(path, corpus)
+            except FileRejectedError:
+                # Not safe to open, so only its path can say how sensitive it is; a file
+                # above the ceiling is counted, never named.
+                if level_from_path(rel, default_classification) > ceiling:
+                    report.excluded_above_ceiling += 1
+                    continue
+                raise
             level, front = classify(path, rel, default_classification)
             if level > ceiling:
                 report.excluded_above_ceiling += 1
                 continue
+            check_source_size(path, max_file_bytes)
             item = _prepare(path, rel, level, front, identity.model_id, report)
         except FileRejectedError as exc:
             report.rejected.append((str(rel), str(exc)))

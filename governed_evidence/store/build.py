@@ -56,6 +56,22 @@ class PassageRow:
     text_hash: str
 
 
+def _remove_orphaned_shadows(target: Path) -> None:
+    """Delete shadow files left by builds that were killed (their process no longer exists)."""
+    prefix = f".{target.name}.build-"
+    for path in target.parent.glob(prefix + "*"):
+        pid_text = path.name[len(prefix) :].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        except PermissionError:
+            continue  # a live process of another user: not ours to remove
+
+
 class IndexBuilder:
     """Context manager owning a shadow index file until :meth:`commit` publishes it."""
 
@@ -63,6 +79,7 @@ class IndexBuilder:
         self.target = target
         self.ceiling = ceiling
         target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_orphaned_shadows(target)
         # Same directory as the target, so the final rename never crosses filesystems.
         self.shadow = target.with_name(f".{target.name}.build-{os.getpid()}-{secrets.token_hex(4)}")
         self.conn: apsw.Connection = connect(self.shadow, readonly=False)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from governed_evidence.errors import FileRejectedError
-from governed_evidence.ingest.document import Block, LoadedDocument
+from governed_evidence.ingest.document import Block, BlockKind, LoadedDocument
 from governed_evidence.ingest.guards import sanitize
 
 __all__ = ["MAX_UNCOMPRESSED_BYTES", "load_docx"]
@@ -100,7 +100,7 @@ def load_docx(path: Path, fallback_title: str) -> LoadedDocument:
                         stack.append((level, text))
                         blocks.append(Block("heading", text, tuple(t for _, t in stack), line, line))
                         continue
-                    kind = "list" if style.lower().startswith("list") else "paragraph"
+                    kind: BlockKind = "list" if style.lower().startswith("list") else "paragraph"
                     blocks.append(Block(kind, text, tuple(t for _, t in stack), line, line))
     if not blocks:
         raise FileRejectedError("DOCX has no text")

@@ -88,9 +88,13 @@ def parse_markdown(text: str, fallback_title: str) -> LoadedDocument:
             for j in range(i + 1, end):
                 item = tokens[j]
                 if item.type == "list_item_open" and item.level == 1 and item.map:
-                    text_ = source(*item.map)
+                    item_start, item_end = item.map
+                    # An item's map runs over the blank lines after it; a citation must not.
+                    while item_end > item_start + 1 and not lines[offset + item_end - 1].strip():
+                        item_end -= 1
+                    text_ = source(item_start, item_end)
                     if text_.strip():
-                        blocks.append(Block("list", text_, headings, offset + item.map[0] + 1, offset + item.map[1]))
+                        blocks.append(Block("list", text_, headings, offset + item_start + 1, offset + item_end))
             i = end + 1
             continue
         kind = _BLOCK_KINDS.get(tok.type)

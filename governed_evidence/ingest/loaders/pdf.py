@@ -22,9 +22,9 @@ __all__ = ["load_pdf"]
 MIN_PAGE_CHARS = 20
 
 
-def _outline_pages(reader: Any) -> dict[int, list[str]]:
-    """Page index -> outline titles (with their parents) starting on it."""
-    found: dict[int, list[str]] = {}
+def _outline_pages(reader: Any) -> dict[int, list[list[str]]]:
+    """Page index -> the outline entries (each with its parents' titles) starting on it, in order."""
+    found: dict[int, list[list[str]]] = {}
 
     def walk(items: list[Any], parents: list[str]) -> None:
         last: list[str] = parents
@@ -39,13 +39,17 @@ def _outline_pages(reader: Any) -> dict[int, list[str]]:
                 continue
             if title and page is not None and page >= 0:
                 last = [*parents, title]
-                found.setdefault(page, last)
+                found.setdefault(page, []).append(last)
 
     try:
         walk(list(reader.outline), [])
     except Exception:  # noqa: BLE001 - outlines are optional decoration
         return {}
     return found
+
+
+def _title_key(line: str) -> str:
+    return " ".join(line.split()).casefold()
 
 
 def load_pdf(path: Path, fallback_title: str) -> LoadedDocument:
@@ -56,9 +60,9 @@ def load_pdf(path: Path, fallback_title: str) -> LoadedDocument:
         reader = pypdf.PdfReader(path, strict=False)
         if reader.is_encrypted:
             try:
-                ok = reader.decrypt("")
+                ok = bool(reader.decrypt(""))
             except Exception:  # noqa: BLE001 - unsupported encryption schemes raise varied errors
-                ok = 0
+                ok = False
             if not ok:
                 raise FileRejectedError("PDF is encrypted and needs a password")
         pages = list(reader.pages)
@@ -84,15 +88,31 @@ def load_pdf(path: Path, fallback_title: str) -> LoadedDocument:
             raw = ""
             warnings.append(f"page {index + 1}: text could not be extracted")
         text = sanitize(raw)
+        entries = outline.get(index, [])
         if len(text.strip()) < MIN_PAGE_CHARS:
             empty_pages += 1
+            if entries:
+                headings = tuple(entries[-1])
             continue
-        if index in outline:
-            headings = tuple(outline[index])
+        # A page can start several sections: switch at the line that prints each title.
+        # Text above the first title still belongs to the section carried from before;
+        # when no title is found on the page, the page goes under its first entry.
+        pending = list(entries)
+        page_lines = {_title_key(ln) for ln in text.split("\n")}
+        if pending and not any(_title_key(e[-1]) in page_lines for e in pending):
+            headings = tuple(pending[0])
+            pending = []
         for para in re.split(r"\n\s*\n", text):
             para_lines = [ln.rstrip() for ln in para.split("\n") if ln.strip()]
             buffer: list[str] = []
             for line in para_lines:
+                starts = next((k for k, e in enumerate(pending) if _title_key(e[-1]) == _title_key(line)), None)
+                if starts is not None:
+                    if buffer:
+                        blocks.append(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
+                        buffer = []
+                    headings = tuple(pending[starts])
+                    del pending[: starts + 1]
                 if not outline and looks_like_heading(line) and re.match(r"^\s*(\d+(\.\d+)*\.?\s+)?[A-Z]", line):
                     if buffer:
                         blocks.append(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
@@ -103,6 +123,9 @@ def load_pdf(path: Path, fallback_title: str) -> LoadedDocument:
                     buffer.append(line)
             if buffer:
                 blocks.append(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
+        if entries:
+            # The following pages continue the last section that starts on this one.
+            headings = tuple(entries[-1])
     if not blocks:
         raise FileRejectedError("PDF has no extractable text layer (scanned or image-only; OCR is not supported)")
     if empty_pages:
