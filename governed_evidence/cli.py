@@ -12,6 +12,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from governed_evidence import __version__
 from governed_evidence.config import Classification, Settings, parse_level
@@ -20,6 +21,9 @@ from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
 from governed_evidence.logging import configure_logging
 from governed_evidence.search.models import IndexStatus, SearchResponse
 from governed_evidence.search.service import SearchService
+
+if TYPE_CHECKING:
+    from governed_evidence.sdmx.service import SdmxService
 
 __all__ = ["main"]
 
@@ -125,10 +129,16 @@ def _print_status(status: IndexStatus) -> None:
     for c in status.by_classification:
         counts = f"{c.documents:>6} documents {c.passages:>8} passages"
         print(f"  {c.classification:<10} {counts} ({c.superseded_documents} superseded)")
+    cache = status.statistics_cache
+    if cache is not None:
+        where = cache.location + (f" ({cache.reason})" if cache.reason else "")
+        print(f"statistics cache: {where}")
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    status = _service(args, settings).status()
+    from governed_evidence.mcp.app import combined_status
+
+    status = combined_status(_service(args, settings), _statistics(args, settings))
     if args.json:
         print(status.model_dump_json(indent=2))
     else:
@@ -146,8 +156,14 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     service = _service(args, settings)
     # Load the model while the client initialises, so the first search does not pay for it.
     threading.Thread(target=service.embedder, name="embedder-warmup", daemon=True).start()
-    build_app(service).run(transport="stdio", show_banner=False)
+    build_app(service, _statistics(args, settings)).run(transport="stdio", show_banner=False)
     return 0
+
+
+def _statistics(args: argparse.Namespace, settings: Settings) -> SdmxService:
+    from governed_evidence.sdmx.service import SdmxService
+
+    return SdmxService.from_settings(settings, db=Path(args.db) if args.db else settings.db)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,6 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
     from governed_evidence.evaluation.command import add_eval_parser
 
     add_eval_parser(sub)
+
+    from governed_evidence.sdmx.cli import add_stats_parser
+
+    add_stats_parser(sub)
 
     p = sub.add_parser("serve", help="run the MCP server over stdio (stdout carries only JSON-RPC)")
     p.add_argument("--db")

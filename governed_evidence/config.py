@@ -76,6 +76,32 @@ class Settings(BaseSettings):
     gate: Literal["on", "off"] = "on"
     log_level: str = "INFO"
 
+    # Official statistics (SDMX). Provider budgets live with the providers (providers.toml).
+    #: TOML file adding or overriding SDMX providers (``[providers.ID]`` tables).
+    sdmx_providers: Path | None = None
+    #: Writable SQLite file for the SDMX cache when the index file is read-only or absent;
+    #: unset means an in-memory cache (and a per-process rate ledger).
+    sdmx_cache_path: Path | None = None
+    sdmx_ttl_catalogue_s: int = Field(default=24 * 3600, ge=0)
+    sdmx_ttl_structure_s: int = Field(default=7 * 24 * 3600, ge=0)
+    sdmx_ttl_data_s: int = Field(default=3600, ge=0)
+    #: Read timeout per attempt; a whole attempt is also bounded by twice this.
+    sdmx_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    #: Retries after the first attempt, for 429/502/503/504 and transport failures.
+    sdmx_max_retries: int = Field(default=2, ge=0, le=5)
+    #: Longest wait honoured from a Retry-After header; a longer request fails (or serves stale).
+    sdmx_max_retry_wait_s: float = Field(default=20.0, ge=0, le=600)
+    #: Decoded-body caps per request kind (a gzip bomb is measured after decoding).
+    sdmx_max_bytes_catalogue: int = Field(default=64 * 1024 * 1024, gt=0)
+    sdmx_max_bytes_structure: int = Field(default=32 * 1024 * 1024, gt=0)
+    sdmx_max_bytes_data: int = Field(default=16 * 1024 * 1024, gt=0)
+    #: Most observations parsed from one data response (more is refused: narrow the key).
+    sdmx_max_rows_parsed: int = Field(default=200_000, gt=0)
+    #: Cache size (compressed bodies) above which the oldest entries are evicted.
+    sdmx_cache_max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    #: Outbound proxy for provider requests; environment proxy variables are ignored.
+    sdmx_proxy: str | None = None
+
     @field_validator("ceiling")
     @classmethod
     def _valid_ceiling(cls, value: str) -> str:

@@ -12,7 +12,16 @@
     ├── EmbedderError               the embedder cannot produce vectors
     │   └── ModelMismatchError      query embedder differs from the index's model
     ├── InvalidRequestError         a caller's argument is unusable (the message says how to fix it)
-    └── NotFoundError               the requested item does not exist *or is not visible*
+    ├── NotFoundError               the requested item does not exist *or is not visible*
+    └── StatisticsError             official statistics (SDMX) could not be served
+        ├── ProviderUnavailableError    the provider failed (network, 5xx, timeout) and nothing is cached
+        ├── RateLimitedError            this server's request budget for the provider is spent (retry_after_s)
+        │   └── RateLedgerError         the persisted budget ledger is unreadable: no request is sent (fail closed)
+        ├── ResponseTooLargeError       the answer exceeds the byte, row or code bounds (narrow the request)
+        └── UnusableResponseError       the response is malformed, hostile (DTD, entities) or in an unsupported format
+
+``StatisticsError`` messages never quote a provider's response body: upstream text is
+untrusted, so only status codes, SDMX error codes and this package's own guidance appear.
 
 Messages are written for the caller (often a language model) and never contain passage
 text, query text, filesystem paths of the server, or SQL. `NotFoundError` deliberately says
@@ -33,6 +42,12 @@ __all__ = [
     "InvalidRequestError",
     "ModelMismatchError",
     "NotFoundError",
+    "ProviderUnavailableError",
+    "RateLedgerError",
+    "RateLimitedError",
+    "ResponseTooLargeError",
+    "StatisticsError",
+    "UnusableResponseError",
 ]
 
 
@@ -78,3 +93,37 @@ class InvalidRequestError(GovernedEvidenceError):
 
 class NotFoundError(GovernedEvidenceError):
     """Nothing visible to the caller has that identifier."""
+
+
+class StatisticsError(GovernedEvidenceError):
+    """Official statistics could not be served (the subclass says why)."""
+
+
+class ProviderUnavailableError(StatisticsError):
+    """The statistics provider failed or timed out, and no cached copy could stand in."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        #: Seconds the provider asked us to wait, when it said so (``Retry-After``).
+        self.retry_after_s = retry_after_s
+
+
+class RateLimitedError(StatisticsError):
+    """This server's request budget for a provider is spent; the message says when to retry."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        #: Seconds until the budget has room again, when known.
+        self.retry_after_s = retry_after_s
+
+
+class RateLedgerError(RateLimitedError):
+    """The persisted request ledger cannot be trusted, so no request is sent (fail closed)."""
+
+
+class ResponseTooLargeError(StatisticsError):
+    """A response exceeded the configured byte, row or code bounds."""
+
+
+class UnusableResponseError(StatisticsError):
+    """A response was malformed, hostile (DTD, entities) or in a format this server does not read."""

@@ -415,7 +415,7 @@ class SearchService:
                 semantic_search_reason="no index",
                 ceiling=self.ceiling.label,  # type: ignore[arg-type]
             )
-        generation = (self.reader.path.stat().st_ino, self.reader.path.stat().st_mtime_ns)
+        generation = self.reader.generation()
         if generation not in self._integrity:
             self._integrity[generation] = sql.quick_check(conn)
         integrity = self._integrity[generation]

@@ -201,6 +201,33 @@ class IndexBuilder:
         if problems:
             raise IngestError("index verification failed: " + "; ".join(problems))
 
+    def _carry_over_statistics(self) -> None:
+        """Keep the SDMX cache and rate ledger of the file being replaced.
+
+        Without this every ingest would reset the persisted request budget (and drop the
+        cache); an unreadable old file is simply not carried over.
+        """
+        from governed_evidence.sdmx.schema import carry_over_sql
+        from governed_evidence.sdmx.schema import schema_sql as sdmx_schema_sql
+
+        if not self.target.is_file():
+            return
+        try:
+            self.conn.execute("ATTACH DATABASE ? AS previous", (str(self.target),))
+        except apsw.Error:
+            return
+        try:
+            tables = {
+                str(r[0]) for r in self.conn.execute("SELECT name FROM previous.sqlite_master WHERE type = 'table'")
+            }
+            if {"sdmx_cache", "sdmx_rate_ledger", "sdmx_catalogue"} <= tables:
+                self.conn.execute(sdmx_schema_sql())
+                self.conn.execute(carry_over_sql("previous"))
+        except apsw.Error:
+            pass  # a damaged previous file has nothing worth keeping
+        finally:
+            self.conn.execute("DETACH DATABASE previous")
+
     def commit(self) -> None:
         """Finish the transaction, verify, make durable and atomically publish."""
         for level in Classification:
@@ -210,6 +237,7 @@ class IndexBuilder:
             # Read by the gate's IDF; stored so a query never counts the index.
             self.set_meta({f"fts_rows_{level.label}": str(rows)})
         self.conn.execute("COMMIT")
+        self._carry_over_statistics()
         self.conn.execute("PRAGMA journal_mode=DELETE")
         self.verify()
         self.conn.close()

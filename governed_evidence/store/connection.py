@@ -55,16 +55,17 @@ def read_meta(conn: apsw.Connection) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class _Generation:
+    # Only the file's identity: a rebuild renames a new file (a new inode) into place,
+    # while the SDMX cache writing into the same file must not look like a rebuild.
+    device: int
     inode: int
-    mtime_ns: int
-    size: int
 
 
 class IndexReader:
     """Per-thread read-only connections that follow atomic rebuilds.
 
     A rebuild renames a new file over the old one; each call re-checks the file identity
-    (one ``stat``) and reopens when it changed, so a reader never sees a half-built index
+    (one ``stat``: device and inode) and reopens when it changed, so a reader never sees a half-built index
     and picks up a finished one without a restart.
     """
 
@@ -79,7 +80,12 @@ class IndexReader:
             raise IndexMissingError(
                 "no evidence index found; build one with `governed-evidence ingest --corpus DIR`"
             ) from None
-        return _Generation(st.st_ino, st.st_mtime_ns, st.st_size)
+        return _Generation(st.st_dev, st.st_ino)
+
+    def generation(self) -> tuple[int, int]:
+        """Identity of the file currently served (changes when a rebuild is published)."""
+        g = self._generation()
+        return g.device, g.inode
 
     def connection(self) -> tuple[apsw.Connection, dict[str, str]]:
         """This thread's connection and the index metadata it serves."""

@@ -18,6 +18,7 @@ from governed_evidence.search.service import NOT_FOUND_MESSAGE
 
 SURFACE = Path(__file__).with_name("surface.json")
 DOCUMENT_TOOLS = {"search_documents", "read_passage", "list_sources", "index_status"}
+STATISTICS_TOOLS = {"search_datasets", "describe_dataset", "get_data"}
 
 
 def _transport(db: Path, ceiling: str) -> StdioTransport:
@@ -67,8 +68,8 @@ def test_surface_is_frozen(sample_index: Path) -> None:
         }
 
     surface = run(_session(sample_index, "internal", body))
-    assert set(surface["tools"]) == DOCUMENT_TOOLS
-    assert all(t["read_only"] and t["idempotent"] for t in surface["tools"].values())
+    assert set(surface["tools"]) == DOCUMENT_TOOLS | STATISTICS_TOOLS
+    assert all(t["read_only"] for t in surface["tools"].values())
     assert surface["prompts"] == ["evidence_brief"]
     assert surface["resources"] == ["governed-evidence://capabilities"]
     for tool in surface["tools"].values():

@@ -1,0 +1,164 @@
+"""The dataflow catalogue: streamed out of a (possibly large) structure message, then searched.
+
+Parsing streams ``Dataflow`` elements and drops each after reading it, so a catalogue of
+thousands of flows never sits in memory as a tree. Search is a small weighted word match
+(name > id > description, rarer words count more) over rows parsed once per catalogue
+body; it needs no index because a provider's catalogue has at most a few thousand flows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
+from governed_evidence.sdmx.xml import MES, STR, iter_events, localised, plain_text
+
+__all__ = ["MAX_DATAFLOWS", "CatalogueIndex", "CatalogueRow", "Hit", "parse_catalogue", "query_terms"]
+
+MAX_DATAFLOWS = 50_000
+_DATAFLOW = f"{{{STR}}}Dataflow"
+_STRUCTURE = f"{{{MES}}}Structure"
+#: Keeps "R&D" one word on both sides of the match.
+_WORD_RE = re.compile(r"[0-9a-z]+(?:&[0-9a-z]+)*")
+_STOPWORDS = frozenset(
+    "a an and are as at be between by compare compared do does for from how in into is it its of on or per "
+    "show than that the to vs what which with".split()
+)
+#: Field weights: a word in the name says more than one in a long description.
+_NAME, _ID, _DESCRIPTION = 3.0, 2.0, 1.0
+#: Prefix matches ("employ" → "employment") count for less than whole words.
+_PREFIX = 0.6
+
+
+@dataclass(frozen=True)
+class CatalogueRow:
+    """One dataflow as the catalogue lists it."""
+
+    agency: str
+    dataset_id: str
+    version: str
+    name: str
+    description: str
+
+    @property
+    def dataset(self) -> str:
+        """The reference callers pass to describe_dataset and get_data."""
+        return f"{self.agency},{self.dataset_id},{self.version}"
+
+
+def parse_catalogue(body: bytes) -> list[CatalogueRow]:
+    """Every ``Dataflow`` definition in a structure message, in document order.
+
+    Raises
+    ------
+    UnusableResponseError
+        Not a structure message, unsafe or malformed.
+    ResponseTooLargeError
+        More than :data:`MAX_DATAFLOWS` dataflows.
+    """
+    rows: list[CatalogueRow] = []
+    root_seen = False
+    for event, element in iter_events(body):
+        if not root_seen:
+            root_seen = True
+            if element.tag != _STRUCTURE:
+                raise UnusableResponseError("expected an SDMX-ML 2.1 structure message for the catalogue")
+            continue
+        # Definitions carry an id; the same tag inside a constraint attachment is a reference.
+        if event != "end" or element.tag != _DATAFLOW or not element.get("id"):
+            continue
+        rows.append(
+            CatalogueRow(
+                agency=element.get("agencyID", ""),
+                dataset_id=element.get("id", ""),
+                version=element.get("version", "latest"),
+                name=localised(element),
+                description=plain_text(localised(element, "Description"), 600),
+            )
+        )
+        element.clear()
+        if len(rows) > MAX_DATAFLOWS:
+            raise ResponseTooLargeError("the catalogue lists more dataflows than this server reads")
+    return rows
+
+
+def query_terms(text: str) -> list[str]:
+    """Lower-cased words of a query, without stop words or single letters, first occurrence order."""
+    seen: dict[str, None] = {}
+    for word in _WORD_RE.findall(text.lower()):
+        if len(word) > 1 and word not in _STOPWORDS:
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD_RE.findall(text.lower()))
+
+
+@dataclass(frozen=True)
+class Hit:
+    row: CatalogueRow
+    score: float
+    #: Query words this dataflow matched.
+    matched: int
+
+
+class CatalogueIndex:
+    """Rows with their word sets and document frequencies, built once per catalogue body."""
+
+    def __init__(self, rows: list[CatalogueRow]) -> None:
+        self.rows = rows
+        self._fields = [
+            (_words(r.name), _words(r.dataset_id.replace("_", " ").replace("@", " ")), _words(r.description))
+            for r in rows
+        ]
+        df: Counter[str] = Counter()
+        for name, ident, desc in self._fields:
+            df.update(name | ident | desc)
+        self._df = df
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _idf(self, term: str) -> float:
+        n = len(self.rows)
+        df = self._df.get(term, 0)
+        if df == 0:
+            df = sum(1 for name, ident, desc in self._fields if any(w.startswith(term) for w in name | ident | desc))
+        return math.log(1.0 + n / (1.0 + df))
+
+    @staticmethod
+    def _weight(term: str, words: frozenset[str], weight: float) -> float:
+        if term in words:
+            return weight
+        if len(term) >= 4 and any(w.startswith(term) for w in words):
+            return weight * _PREFIX
+        return 0.0
+
+    def search(self, query: str, limit: int) -> tuple[list[Hit], int]:
+        """Best ``limit`` hits and how many dataflows matched at least one query word."""
+        terms = query_terms(query)
+        if not terms:
+            return [], 0
+        idf = {t: self._idf(t) for t in terms}
+        hits: list[Hit] = []
+        for row, (name, ident, desc) in zip(self.rows, self._fields, strict=True):
+            score = 0.0
+            matched = 0
+            for term in terms:
+                best = max(
+                    self._weight(term, name, _NAME),
+                    self._weight(term, ident, _ID),
+                    self._weight(term, desc, _DESCRIPTION),
+                )
+                if best:
+                    matched += 1
+                    score += best * idf[term]
+            if matched:
+                hits.append(Hit(row, score, matched))
+        # More of the question matched first; then how strongly; then a stable order.
+        hits.sort(key=lambda h: (-h.matched, -h.score, h.row.dataset_id))
+        return hits[:limit], len(hits)

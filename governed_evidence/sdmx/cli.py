@@ -1,0 +1,163 @@
+"""``governed-evidence stats datasets|describe|data``: the statistics tools for people.
+
+``--json`` prints exactly what the MCP tool returns. Handlers take ``(args, settings)`` and
+return an exit code, like the other commands, so errors surface through the main CLI's
+one error path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from governed_evidence.config import Settings
+from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
+from governed_evidence.sdmx.service import MAX_CODES_LIMIT, MAX_ROWS_LIMIT, MAX_SEARCH_LIMIT, SdmxService
+
+__all__ = ["add_stats_parser", "print_data", "print_datasets", "print_description"]
+
+#: Where the service comes from; tests substitute one with a local transport.
+ServiceFactory = Callable[[argparse.Namespace, Settings], SdmxService]
+
+
+def _default_factory(args: argparse.Namespace, settings: Settings) -> SdmxService:
+    return SdmxService.from_settings(settings, db=Path(args.db) if args.db else None)
+
+
+def _provenance(r: DatasetSearchResponse | DatasetDescription | DataResponse) -> None:
+    state = "stale cache" if r.stale else "cache" if r.from_cache else "provider"
+    print(f"\nsource: {r.source_url}")
+    print(f"retrieved: {r.retrieved_at} (from {state})")
+    for hint in r.hints:
+        print(textwrap.fill(f"hint: {hint}", 100, subsequent_indent="      "))
+
+
+def print_datasets(r: DatasetSearchResponse) -> None:
+    print(f"{r.provider_name} ({r.provider}): {r.total_matches} of {r.catalogue_size} dataflows match")
+    for hit in r.results:
+        print(f"\n[{hit.rank}] {hit.dataset}")
+        print(f"    {hit.name}")
+        if hit.description:
+            print(textwrap.indent(textwrap.fill(hit.description[:240], 96), "    "))
+    _provenance(r)
+
+
+def print_description(r: DatasetDescription) -> None:
+    print(f"{r.name}\n{r.dataset} ({r.provider})")
+    if r.time_coverage is not None:
+        print(f"time coverage: {r.time_coverage.start or '?'} to {r.time_coverage.end or '?'}")
+    print(f"key: {r.key_template}\nexample key: {r.example_key}\ncodes with data from: {r.codes_source}")
+    for d in r.dimensions:
+        counts = (
+            f"{d.codes_with_data} of {d.total_codes} codes have data"
+            if d.codes_with_data is not None
+            else (f"{d.total_codes} codes")
+        )
+        print(f"\n{d.position}. {d.id} — {d.name or ''} ({counts})")
+        shown = ", ".join(f"{c.id} {c.name}" if c.name else c.id for c in d.codes)
+        more = f" (+{d.total_codes - len(d.codes)} more)" if d.truncated else ""
+        print(textwrap.indent(textwrap.fill(shown + more, 96), "    "))
+    if r.attributes:
+        print("\nattributes: " + ", ".join(a.id for a in r.attributes))
+    _provenance(r)
+
+
+def _cell(value: str | float | None) -> str:
+    if value is None:
+        return ""
+    # The shortest exact form: a figure people may cite must not be rounded by the display.
+    return repr(value) if isinstance(value, float) else value
+
+
+def print_data(r: DataResponse) -> None:
+    print(f"{r.dataset} {r.key} ({r.provider}): {r.returned_rows} of {r.total_rows} rows")
+    for column, value in r.constant_columns.items():
+        label = r.labels.get(column, {}).get(value)
+        print(f"  {column} = {value}" + (f" ({label})" if label else ""))
+    if r.rows:
+        cells = [r.columns] + [
+            ["" if v is None else f"{v:g}" if isinstance(v, float) else v for v in row] for row in r.rows
+        ]
+        widths = [max(len(str(row[i])) for row in cells) for i in range(len(r.columns))]
+        print()
+        for row in cells:
+            print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    _provenance(r)
+
+
+def _run(
+    factory: ServiceFactory,
+    call: Callable[[SdmxService, argparse.Namespace], Any],
+    show: Callable[[Any], None],
+) -> Callable[[argparse.Namespace, Settings], int]:
+    def handler(args: argparse.Namespace, settings: Settings) -> int:
+        service = factory(args, settings)
+        try:
+            result = call(service, args)
+        finally:
+            service.close()
+        if args.json:
+            print(result.model_dump_json(indent=2))
+        else:
+            show(result)
+        return 0
+
+    return handler
+
+
+def add_stats_parser(subparsers: Any, factory: ServiceFactory = _default_factory) -> argparse.ArgumentParser:
+    """Add ``stats`` with ``datasets``, ``describe`` and ``data`` to the main CLI's subparsers."""
+    stats = subparsers.add_parser("stats", help="official statistics from SDMX providers (OECD, ECB, Eurostat)")
+    sub = stats.add_subparsers(dest="stats_command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--provider", default="OECD", help="configured provider id (default: OECD)")
+        p.add_argument("--db", help="index file holding the cache (default: $GOVERNED_EVIDENCE_DB)")
+        p.add_argument("--json", action="store_true", help="print exactly what the MCP tool returns")
+
+    p = sub.add_parser("datasets", help="search a provider's dataflow catalogue")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=10, help=f"1-{MAX_SEARCH_LIMIT} (default 10)")
+    common(p)
+    p.set_defaults(
+        func=_run(factory, lambda s, a: s.search_datasets(a.query, provider=a.provider, limit=a.limit), print_datasets)
+    )
+
+    p = sub.add_parser("describe", help="a dataset's dimensions, codes with data and an example key")
+    p.add_argument("dataset", help="AGENCY,ID,VERSION as search results give it")
+    p.add_argument("--max-codes", type=int, default=30, help=f"1-{MAX_CODES_LIMIT} (default 30)")
+    common(p)
+    p.set_defaults(
+        func=_run(
+            factory,
+            lambda s, a: s.describe_dataset(a.dataset, provider=a.provider, max_codes=a.max_codes),
+            print_description,
+        )
+    )
+
+    p = sub.add_parser("data", help="observations for a series key, with the source URL to cite")
+    p.add_argument("dataset")
+    p.add_argument("key", help="e.g. Q.FRA+DEU..B1GQ (empty position = all codes)")
+    p.add_argument("--start", dest="start_period", help="first period, e.g. 2015 or 2015-Q1")
+    p.add_argument("--end", dest="end_period", help="last period")
+    p.add_argument("--max-rows", type=int, default=200, help=f"1-{MAX_ROWS_LIMIT} (default 200)")
+    common(p)
+    p.set_defaults(
+        func=_run(
+            factory,
+            lambda s, a: s.get_data(
+                a.dataset,
+                a.key,
+                provider=a.provider,
+                start_period=a.start_period,
+                end_period=a.end_period,
+                max_rows=a.max_rows,
+            ),
+            print_data,
+        )
+    )
+    parser: argparse.ArgumentParser = stats
+    return parser

@@ -1,0 +1,262 @@
+"""SDMX data responses as one flat table: SDMX-CSV (all OECD variants) and SDMX-ML 2.1.
+
+Every variant becomes rows of ``column → value`` in one pass, streaming:
+
+- SDMX-CSV 1.0 (``DATAFLOW,...``), optionally ``labels=both`` cells (``AUS: Australia``);
+- SDMX-CSV with a ``STRUCTURE`` block, including the OECD's ``csvfilewithlabels`` where
+  every code column is followed by its label column;
+- SDMX-ML generic and structure-specific data, series or flat.
+
+While streaming, each column is tracked for being constant across *all* rows, so callers
+can lift constants out of the table. Only the first ``keep`` rows are materialised, and
+more than ``max_rows`` observations is refused rather than truncated silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from xml.etree.ElementTree import Element
+
+from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
+from governed_evidence.sdmx.formats import Format
+from governed_evidence.sdmx.xml import iter_events, local
+
+__all__ = ["OBS_VALUE", "TIME_PERIOD", "DataTable", "ordered_columns", "parse_data"]
+
+TIME_PERIOD = "TIME_PERIOD"
+OBS_VALUE = "OBS_VALUE"
+#: Columns that name the message, not the observation; the dataset is in the response already.
+_META_COLUMNS = frozenset({"DATAFLOW", "STRUCTURE", "STRUCTURE_ID", "STRUCTURE_NAME", "ACTION"})
+#: Labels remembered per response (a label per code, not per row).
+MAX_LABELS = 20_000
+#: Footer code the (legacy) Eurostat API uses for "too large, delivered later".
+_FOOTER_TOO_LARGE = "413"
+
+Value = str | float | None
+
+
+@dataclass
+class DataTable:
+    """A parsed data response."""
+
+    #: Column ids in first-seen order (dimensions first where the provider sends them so).
+    columns: list[str]
+    #: The first rows, as column → raw text.
+    rows: list[dict[str, str]]
+    total_rows: int
+    #: Columns with the same non-empty value on every row.
+    constant: dict[str, str]
+    #: Columns empty on every row.
+    empty: set[str]
+    #: Code labels the provider sent (column → code → label).
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def value(self, column: str, raw: str) -> Value:
+        """Observation values as numbers (None when missing); everything else as text."""
+        if column != OBS_VALUE:
+            return raw
+        if raw in ("", "NaN", "nan"):
+            return None
+        try:
+            return float(raw)
+        except ValueError:
+            return raw
+
+
+class _Collector:
+    def __init__(self, keep: int, max_rows: int) -> None:
+        self.keep = keep
+        self.max_rows = max_rows
+        self.columns: dict[str, None] = {}
+        self.rows: list[dict[str, str]] = []
+        self.total = 0
+        self.first: dict[str, str] = {}
+        self.varies: set[str] = set()
+        self.labels: dict[str, dict[str, str]] = {}
+        self._label_count = 0
+
+    def add(self, row: dict[str, str]) -> None:
+        self.total += 1
+        if self.total > self.max_rows:
+            raise ResponseTooLargeError(
+                f"the response holds more than {self.max_rows} observations; narrow the key or the period"
+            )
+        for col in row:
+            if col not in self.columns:
+                self.columns[col] = None
+                # Earlier rows lacked this column, i.e. were empty in it.
+                self.first[col] = "" if self.total > 1 else row[col]
+        for col in self.columns:
+            if col not in self.varies and row.get(col, "") != self.first[col]:
+                self.varies.add(col)
+        if len(self.rows) < self.keep:
+            self.rows.append(row)
+
+    def label(self, column: str, code: str, text: str) -> None:
+        if not text or not code or text == code or self._label_count >= MAX_LABELS:
+            return
+        per_column = self.labels.setdefault(column, {})
+        if code not in per_column:
+            per_column[code] = text
+            self._label_count += 1
+
+    def table(self) -> DataTable:
+        # The period and the value are the observation itself, never lifted out.
+        lifted = [c for c in self.columns if c not in self.varies and c not in (TIME_PERIOD, OBS_VALUE)]
+        constant = {c: self.first[c] for c in lifted if self.first[c] != ""}
+        empty = {c for c in lifted if self.first[c] == ""}
+        return DataTable(list(self.columns), self.rows, self.total, constant, empty, self.labels)
+
+
+def _decode(body: bytes) -> str:
+    try:
+        return body.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UnusableResponseError("the provider's CSV is not valid UTF-8") from None
+
+
+def _parse_csv(body: bytes, out: _Collector) -> None:
+    reader: Iterator[list[str]] = csv.reader(io.StringIO(_decode(body), newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise UnusableResponseError("the provider's CSV is empty") from None
+    except csv.Error:
+        raise UnusableResponseError("the provider's CSV could not be read") from None
+    header = [h.strip() for h in header]
+    labelled_pairs = "STRUCTURE_NAME" in header
+    # SDMX-CSV 1.0 with labels=both writes "ID: Label" in the header and in code cells.
+    colon_labels = not labelled_pairs and any(": " in h for h in header)
+    # (column id, index of its value cell, index of its label cell or None)
+    plan: list[tuple[str, int, int | None]] = []
+    i = 0
+    while i < len(header):
+        name = header[i].split(": ", 1)[0] if colon_labels else header[i]
+        if name in _META_COLUMNS:
+            i += 1
+            continue
+        if labelled_pairs:
+            plan.append((name, i, i + 1 if i + 1 < len(header) else None))
+            i += 2
+        else:
+            plan.append((name, i, None))
+            i += 1
+    if OBS_VALUE not in {p[0] for p in plan}:
+        raise UnusableResponseError("the provider's CSV has no OBS_VALUE column; it is not SDMX-CSV data")
+    try:
+        for cells in reader:
+            if not cells:
+                continue
+            if len(cells) != len(header):
+                raise UnusableResponseError("the provider's CSV has rows of different widths")
+            row: dict[str, str] = {}
+            for name, vi, li in plan:
+                value = cells[vi].strip()
+                if colon_labels and ": " in value and name not in (OBS_VALUE, TIME_PERIOD):
+                    value, text = value.split(": ", 1)
+                    out.label(name, value, text.strip())
+                elif li is not None and name != OBS_VALUE:
+                    out.label(name, value, cells[li].strip())
+                row[name] = value
+            out.add(row)
+    except csv.Error:
+        raise UnusableResponseError("the provider's CSV could not be read") from None
+
+
+def _values(container: Element | None, out: dict[str, str]) -> None:
+    """Generic-data ``<Value id= value=>`` pairs into ``out``."""
+    if container is None:
+        return
+    for item in container:
+        if local(item.tag) == "Value" and item.get("id"):
+            out[item.get("id", "")] = item.get("value", "")
+
+
+def _child(element: Element, name: str) -> Element | None:
+    return next((c for c in element if local(c.tag) == name), None)
+
+
+def _generic_obs(obs: Element, base: dict[str, str], time_id: str) -> dict[str, str]:
+    row = dict(base)
+    _values(_child(obs, "ObsKey"), row)
+    dim = _child(obs, "ObsDimension")
+    if dim is not None:
+        row[dim.get("id") or time_id] = dim.get("value", "")
+    value = _child(obs, "ObsValue")
+    row[OBS_VALUE] = value.get("value", "") if value is not None else ""
+    _values(_child(obs, "Attributes"), row)
+    return row
+
+
+def _parse_xml(body: bytes, fmt: Format, out: _Collector) -> None:
+    time_id = TIME_PERIOD
+    depth_series = 0
+    footer_codes: list[str] = []
+    for event, element in iter_events(body):
+        name = local(element.tag)
+        if event == "start":
+            if name == "Series":
+                depth_series += 1
+            elif name == "Structure" and element.get("dimensionAtObservation") not in (None, "AllDimensions"):
+                time_id = element.get("dimensionAtObservation", TIME_PERIOD)
+            continue
+        if name == "Message" and element.get("code"):
+            footer_codes.append(element.get("code", ""))
+        if fmt == "generic":
+            if name == "Series":
+                base: dict[str, str] = {}
+                _values(_child(element, "SeriesKey"), base)
+                _values(_child(element, "Attributes"), base)
+                for obs in element:
+                    if local(obs.tag) == "Obs":
+                        out.add(_generic_obs(obs, base, time_id))
+                depth_series -= 1
+                element.clear()
+            elif name == "Obs" and depth_series == 0:
+                out.add(_generic_obs(element, {}, time_id))
+                element.clear()
+        elif name == "Series":
+            base = dict(element.attrib)
+            for obs in element:
+                if local(obs.tag) == "Obs":
+                    out.add({**base, **obs.attrib})
+            depth_series -= 1
+            element.clear()
+        elif name == "Obs" and depth_series == 0 and element.tag.find("}") == -1:
+            out.add(dict(element.attrib))
+            element.clear()
+    if out.total == 0 and _FOOTER_TOO_LARGE in footer_codes:
+        raise ResponseTooLargeError(
+            "the provider would only deliver this selection later as a file; narrow the key or the period"
+        )
+
+
+def parse_data(fmt: Format, body: bytes, *, keep: int, max_rows: int) -> DataTable:
+    """Parse a data response already classified as ``fmt``.
+
+    Raises
+    ------
+    UnusableResponseError
+        For formats that are not data, and malformed or hostile bodies.
+    ResponseTooLargeError
+        For more than ``max_rows`` observations.
+    """
+    out = _Collector(keep, max_rows)
+    if fmt == "csv":
+        _parse_csv(body, out)
+    elif fmt in ("generic", "structurespecific"):
+        _parse_xml(body, fmt, out)
+    else:
+        raise UnusableResponseError(f"the provider answered in a format this server does not read ({fmt})")
+    return out.table()
+
+
+def ordered_columns(columns: Iterable[str], dimensions: list[str] | None) -> list[str]:
+    """Key dimensions in key order, then the time period and value, then everything else."""
+    cols = list(columns)
+    lead = [d for d in dimensions or [] if d in cols]
+    lead += [c for c in (TIME_PERIOD, OBS_VALUE) if c in cols and c not in lead]
+    return lead + [c for c in cols if c not in lead]

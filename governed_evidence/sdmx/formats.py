@@ -1,0 +1,64 @@
+"""Decide how to read a response from its Content-Type (and, for plain XML, its root element).
+
+Providers ignore or vary format requests (the OECD answers ``format=csv`` with CSV under
+several media types; plain ``application/xml`` may be any SDMX-ML message), so what was
+asked for is never used to choose a parser.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from governed_evidence.sdmx.xml import MES, iter_events, local, namespace
+
+__all__ = ["Format", "detect", "media_type"]
+
+Format = Literal["structure", "generic", "structurespecific", "csv", "error", "text", "json", "other"]
+
+_ROOTS: dict[str, Format] = {
+    "Structure": "structure",
+    "GenericData": "generic",
+    "GenericTimeSeriesData": "generic",
+    "StructureSpecificData": "structurespecific",
+    "StructureSpecificTimeSeriesData": "structurespecific",
+    "Error": "error",
+}
+
+
+def media_type(content_type: str) -> str:
+    """``application/vnd.sdmx.data+csv; charset=utf-8`` → ``application/vnd.sdmx.data+csv``."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _sniff_xml(body: bytes) -> Format:
+    for _event, element in iter_events(body):
+        if namespace(element.tag) != MES:
+            return "other"
+        return _ROOTS.get(local(element.tag), "other")
+    return "other"
+
+
+def detect(content_type: str, body: bytes) -> Format:
+    """The parser to use for ``body``.
+
+    Raises
+    ------
+    UnusableResponseError
+        When an XML body is hostile or malformed before its root element.
+    """
+    mt = media_type(content_type)
+    if "csv" in mt:
+        return "csv"
+    if "genericdata" in mt or "generictimeseriesdata" in mt:
+        return "generic"
+    if "structurespecific" in mt:
+        return "structurespecific"
+    if mt.endswith("xml"):
+        # structure+xml, error responses sent as XML, and plain application/xml all get
+        # their root checked, so an Error message is never mistaken for a structure.
+        return _sniff_xml(body)
+    if "json" in mt:
+        return "json"
+    if mt.startswith("text/plain") or mt == "":
+        return "text"
+    return "other"

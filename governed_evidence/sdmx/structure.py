@@ -1,0 +1,336 @@
+"""SDMX-ML 2.1 structure messages: dataflows, DSDs, codelists, concepts, constraints.
+
+Only what describing a dataset needs is kept. Dimensions are returned in key order (their
+``position``), the time dimension separately. References are resolved the way providers
+use them: exact agency/id/version first, then the same id in any version (Eurostat sends
+two versions of GEO in one message; the DSD names the one it uses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from xml.etree.ElementTree import Element
+
+from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
+from governed_evidence.sdmx.xml import COM, MES, STR, children, first, local, localised, namespace, parse, plain_text
+
+__all__ = [
+    "Codelist",
+    "Component",
+    "Constraint",
+    "DataStructure",
+    "Dataflow",
+    "Ref",
+    "StructureMessage",
+    "error_codes",
+    "parse_structure",
+]
+
+#: Codes kept across all codelists of one message (Eurostat's GEO alone has thousands).
+MAX_CODES = 300_000
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A ``<Ref>`` to another artefact (``parent_*`` for items inside a scheme)."""
+
+    id: str
+    agency: str | None = None
+    version: str | None = None
+    parent_id: str | None = None
+    parent_version: str | None = None
+
+
+@dataclass
+class Codelist:
+    agency: str
+    id: str
+    version: str
+    name: str
+    #: Code id → label, in the provider's order.
+    codes: dict[str, str]
+    #: Eurostat's ``detail=referencepartial`` marks lists cut down to the codes in use.
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class Component:
+    """A dimension, time dimension or attribute of a DSD."""
+
+    id: str
+    position: int | None
+    concept: Ref | None
+    codelist: Ref | None
+
+
+@dataclass
+class DataStructure:
+    agency: str
+    id: str
+    version: str
+    name: str
+    #: Key order.
+    dimensions: list[Component]
+    time_dimension: Component | None
+    attributes: list[Component]
+
+
+@dataclass
+class Dataflow:
+    agency: str
+    id: str
+    version: str
+    name: str
+    description: str
+    structure: Ref | None
+    #: AnnotationType → AnnotationTitle (or text); carries OECD DEFAULT selections and
+    #: Eurostat OBS_PERIOD_OVERALL_OLDEST/LATEST.
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Constraint:
+    """A content constraint: Actual (codes that have data) or Allowed (codes permitted)."""
+
+    agency: str
+    id: str
+    type: str
+    #: Dataflows (or other artefacts) it is attached to.
+    attached: list[Ref]
+    include: bool
+    #: Dimension id → codes, for the first cube region.
+    key_values: dict[str, list[str]]
+    time_start: str | None = None
+    time_end: str | None = None
+
+
+@dataclass
+class StructureMessage:
+    dataflows: list[Dataflow] = field(default_factory=list)
+    structures: list[DataStructure] = field(default_factory=list)
+    codelists: list[Codelist] = field(default_factory=list)
+    #: (scheme id, concept id) → name, plus ("", concept id) for lookups without a scheme.
+    concepts: dict[tuple[str, str], str] = field(default_factory=dict)
+    constraints: list[Constraint] = field(default_factory=list)
+
+    def dataflow(self, flow_id: str, agency: str | None = None) -> Dataflow | None:
+        matches = [d for d in self.dataflows if d.id.upper() == flow_id.upper()]
+        exact = [d for d in matches if agency in (None, "all") or d.agency == agency]
+        found = exact or matches
+        return found[0] if found else None
+
+    def structure_for(self, flow: Dataflow | None) -> DataStructure | None:
+        if flow is not None and flow.structure is not None:
+            ref = flow.structure
+            for dsd in self.structures:
+                if dsd.id == ref.id and (ref.agency in (None, dsd.agency)) and ref.version in (None, dsd.version):
+                    return dsd
+            for dsd in self.structures:
+                if dsd.id == ref.id:
+                    return dsd
+        return self.structures[0] if len(self.structures) == 1 else None
+
+    def codelist(self, ref: Ref | None) -> Codelist | None:
+        if ref is None:
+            return None
+        same_id = [c for c in self.codelists if c.id == ref.id]
+        for cl in same_id:
+            if ref.agency in (None, cl.agency) and ref.version in (None, cl.version):
+                return cl
+        return same_id[0] if same_id else None
+
+    def concept_name(self, component: Component) -> str:
+        ref = component.concept
+        if ref is not None:
+            name = self.concepts.get((ref.parent_id or "", ref.id)) or self.concepts.get(("", ref.id))
+            if name:
+                return name
+        return self.concepts.get(("", component.id), "")
+
+    def constraints_for(self, flow: Dataflow | None, kind: str) -> list[Constraint]:
+        """Constraints of ``kind`` attached to ``flow`` (all of that kind when the flow is unknown)."""
+        found = [c for c in self.constraints if c.type == kind and c.include]
+        if flow is None:
+            return found
+        return [c for c in found if not c.attached or any(r.id == flow.id for r in c.attached)]
+
+
+def _ref(container: Element | None) -> Ref | None:
+    if container is None:
+        return None
+    ref = container.find("Ref")
+    if ref is None:
+        # Some providers qualify Ref with a namespace; match it by local name.
+        ref = next((e for e in container if local(e.tag) == "Ref"), None)
+    if ref is None or not ref.get("id"):
+        return None
+    return Ref(
+        id=ref.get("id", ""),
+        agency=ref.get("agencyID"),
+        version=ref.get("version"),
+        parent_id=ref.get("maintainableParentID"),
+        parent_version=ref.get("maintainableParentVersion"),
+    )
+
+
+def _annotations(element: Element) -> dict[str, str]:
+    out: dict[str, str] = {}
+    block = first(element, COM, "Annotations")
+    if block is None:
+        return out
+    for ann in children(block, COM, "Annotation"):
+        type_el = first(ann, COM, "AnnotationType")
+        kind = (type_el.text or "").strip() if type_el is not None else ""
+        title_el = first(ann, COM, "AnnotationTitle")
+        title = (title_el.text or "").strip() if title_el is not None else ""
+        if not title:
+            title = localised(ann, "AnnotationText")
+        if kind and kind not in out:
+            out[kind] = title
+    return out
+
+
+def _component(element: Element) -> Component:
+    position = element.get("position")
+    representation = first(element, STR, "LocalRepresentation")
+    enumeration = first(representation, STR, "Enumeration") if representation is not None else None
+    return Component(
+        id=element.get("id", ""),
+        position=int(position) if position and position.isdigit() else None,
+        concept=_ref(first(element, STR, "ConceptIdentity")),
+        codelist=_ref(enumeration),
+    )
+
+
+def _structure(element: Element) -> DataStructure:
+    components = first(element, STR, "DataStructureComponents")
+    dims: list[Component] = []
+    time_dim: Component | None = None
+    attrs: list[Component] = []
+    if components is not None:
+        dim_list = first(components, STR, "DimensionList")
+        if dim_list is not None:
+            for child in dim_list:
+                name = local(child.tag)
+                if name == "Dimension":
+                    dims.append(_component(child))
+                elif name == "TimeDimension":
+                    time_dim = _component(child)
+        attr_list = first(components, STR, "AttributeList")
+        if attr_list is not None:
+            attrs = [_component(a) for a in children(attr_list, STR, "Attribute")]
+    # Position is authoritative for key order; document order is the fallback.
+    ordered = sorted(enumerate(dims), key=lambda p: (p[1].position if p[1].position is not None else 10_000, p[0]))
+    return DataStructure(
+        agency=element.get("agencyID", ""),
+        id=element.get("id", ""),
+        version=element.get("version", ""),
+        name=localised(element),
+        dimensions=[d for _, d in ordered],
+        time_dimension=time_dim,
+        attributes=attrs,
+    )
+
+
+def _constraint(element: Element) -> Constraint:
+    attached: list[Ref] = []
+    attachment = first(element, STR, "ConstraintAttachment")
+    if attachment is not None:
+        for target in attachment:
+            ref = _ref(target)
+            if ref is not None:
+                attached.append(ref)
+    region = first(element, STR, "CubeRegion")
+    key_values: dict[str, list[str]] = {}
+    start = end = None
+    include = True
+    if region is not None:
+        include = region.get("include", "true").lower() != "false"
+        for kv in children(region, COM, "KeyValue"):
+            dim = kv.get("id", "")
+            time_range = first(kv, COM, "TimeRange")
+            if time_range is not None:
+                start_el = first(time_range, COM, "StartPeriod")
+                end_el = first(time_range, COM, "EndPeriod")
+                start = (start_el.text or "").strip() if start_el is not None else None
+                end = (end_el.text or "").strip() if end_el is not None else None
+                continue
+            key_values[dim] = [(v.text or "").strip() for v in children(kv, COM, "Value") if v.text]
+    return Constraint(
+        agency=element.get("agencyID", ""),
+        id=element.get("id", ""),
+        type=element.get("type", "Actual"),
+        attached=attached,
+        include=include,
+        key_values=key_values,
+        time_start=start or None,
+        time_end=end or None,
+    )
+
+
+def _dataflow(element: Element) -> Dataflow:
+    return Dataflow(
+        agency=element.get("agencyID", ""),
+        id=element.get("id", ""),
+        version=element.get("version", ""),
+        name=localised(element),
+        description=plain_text(localised(element, "Description")),
+        structure=_ref(first(element, STR, "Structure")),
+        annotations=_annotations(element),
+    )
+
+
+def error_codes(root: Element) -> list[str]:
+    """Codes of an SDMX-ML ``Error`` message (e.g. 100 = no results)."""
+    return [e.get("code", "") for e in root.iter(f"{{{MES}}}ErrorMessage")]
+
+
+def parse_structure(body: bytes) -> StructureMessage:
+    """Read an SDMX-ML 2.1 Structure message.
+
+    Raises
+    ------
+    UnusableResponseError
+        Not a structure message, unsafe, or malformed.
+    ResponseTooLargeError
+        More than :data:`MAX_CODES` codes.
+    """
+    root = parse(body)
+    if local(root.tag) != "Structure" or namespace(root.tag) != MES:
+        raise UnusableResponseError(f"expected an SDMX-ML 2.1 structure message, got {local(root.tag)[:40]!r}")
+    structures = first(root, MES, "Structures")
+    message = StructureMessage()
+    if structures is None:
+        return message
+    code_count = 0
+    for group in structures:
+        kind = local(group.tag)
+        if kind == "Dataflows":
+            message.dataflows += [_dataflow(e) for e in children(group, STR, "Dataflow")]
+        elif kind == "DataStructures":
+            message.structures += [_structure(e) for e in children(group, STR, "DataStructure")]
+        elif kind == "Codelists":
+            for cl in children(group, STR, "Codelist"):
+                codes = {c.get("id", ""): localised(c) for c in children(cl, STR, "Code")}
+                code_count += len(codes)
+                if code_count > MAX_CODES:
+                    raise ResponseTooLargeError("the structure lists more codes than this server reads")
+                message.codelists.append(
+                    Codelist(
+                        agency=cl.get("agencyID", ""),
+                        id=cl.get("id", ""),
+                        version=cl.get("version", ""),
+                        name=localised(cl),
+                        codes=codes,
+                        partial=cl.get("isPartial", "false").lower() == "true",
+                    )
+                )
+        elif kind == "Concepts":
+            for scheme in children(group, STR, "ConceptScheme"):
+                for concept in children(scheme, STR, "Concept"):
+                    cid, name = concept.get("id", ""), localised(concept)
+                    message.concepts[(scheme.get("id", ""), cid)] = name
+                    message.concepts.setdefault(("", cid), name)
+        elif kind == "Constraints":
+            message.constraints += [_constraint(e) for e in children(group, STR, "ContentConstraint")]
+    return message

@@ -1,0 +1,169 @@
+"""Data in every format the providers send: SDMX-CSV variants and SDMX-ML generic / structure-specific."""
+
+from __future__ import annotations
+
+import pytest
+
+from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
+from governed_evidence.sdmx.data import ordered_columns, parse_data
+from governed_evidence.sdmx.formats import detect
+from tests.sdmx.helpers import (
+    CSV_CT,
+    ECB_DATA,
+    ESTAT_FOOTER,
+    ESTAT_NAMA,
+    GENERIC_CT,
+    OECD_HOUSE_DATA,
+    SS_CT,
+    fixture,
+    shared,
+)
+
+
+def test_oecd_sdmx_csv() -> None:
+    body = shared(OECD_HOUSE_DATA)
+    assert detect("application/vnd.sdmx.data+csv; version=1.0.0", body) == "csv"
+    table = parse_data("csv", body, keep=10, max_rows=10_000)
+    assert table.total_rows == 1694
+    assert len(table.rows) == 10
+    assert table.columns[:6] == ["REF_AREA", "FREQ", "MEASURE", "UNIT_MEASURE", "TIME_PERIOD", "OBS_VALUE"]
+    assert "DATAFLOW" not in table.columns
+    assert table.constant["FREQ"] == "A"
+    assert table.constant["BASE_PER"] == "2015"
+    assert "REF_AREA" not in table.constant and "MEASURE" not in table.constant
+    assert table.rows[0]["TIME_PERIOD"] == "2005"
+    assert table.value("OBS_VALUE", table.rows[0]["OBS_VALUE"]) == pytest.approx(88.1742083868035)
+
+
+def test_oecd_csv_with_empty_columns() -> None:
+    table = parse_data("csv", fixture("oecd_g20_prices_data.csv"), keep=5, max_rows=1000)
+    assert table.total_rows == 41
+    assert table.empty == {"BASE_PER", "DURABILITY"}
+    assert table.constant["REF_AREA"] == "CHN"
+    assert table.constant["TRANSFORMATION"] == "GY"
+
+
+def test_oecd_csvfilewithlabels_pairs_codes_and_labels() -> None:
+    table = parse_data("csv", fixture("oecd_pop_density_labels.csv"), keep=100, max_rows=1000)
+    assert table.total_rows == 17
+    assert "Reference area" not in table.columns and "STRUCTURE_NAME" not in table.columns
+    assert table.columns[:3] == ["FREQ", "TERRITORIAL_LEVEL", "REF_AREA"]
+    # A quoted label with a comma stays one cell.
+    assert table.labels["REF_AREA"]["DE256"] == "Ansbach, Landkreis"
+    assert table.labels["OBS_STATUS"] == {"A": "Normal value", "B": "Time series break"}
+    assert "OBS_STATUS" not in table.constant  # the break row differs
+    assert "OBS_VALUE" not in table.labels and "TIME_PERIOD" not in table.labels
+
+
+def test_time_and_value_are_never_lifted_out() -> None:
+    # Every one of these recorded rows has OBS_VALUE 0.
+    table = parse_data("csv", fixture("oecd_wastewater_labels.csv"), keep=100, max_rows=1000)
+    assert table.total_rows == 12
+    assert "OBS_VALUE" not in table.constant
+    assert table.labels["MEASURE"]["OTHERTR"] == "Unspecified (other) treatment"
+
+
+def test_sdmx_csv_with_labels_in_cells() -> None:
+    body = (
+        b"DATAFLOW,REF_AREA: Reference area,FREQ: Frequency,TIME_PERIOD: Time,OBS_VALUE: Value\r\n"
+        b"OECD:DF_X(1.0),FRA: France,A: Annual,2020,1.5\r\n"
+        b"OECD:DF_X(1.0),DEU: Germany,A: Annual,2020,2.5\r\n"
+    )
+    table = parse_data("csv", body, keep=10, max_rows=10)
+    assert table.columns == ["REF_AREA", "FREQ", "TIME_PERIOD", "OBS_VALUE"]
+    assert [r["REF_AREA"] for r in table.rows] == ["FRA", "DEU"]
+    assert table.labels["REF_AREA"] == {"FRA": "France", "DEU": "Germany"}
+
+
+def test_ecb_generic_data() -> None:
+    body = shared(ECB_DATA)
+    assert detect(GENERIC_CT, body) == "generic"
+    assert detect("application/xml", body) == "generic"
+    table = parse_data("generic", body, keep=3, max_rows=10_000)
+    assert table.total_rows == 252
+    assert table.columns[:5] == ["FREQ", "CURRENCY", "CURRENCY_DENOM", "EXR_TYPE", "EXR_SUFFIX"]
+    assert table.constant["CURRENCY"] == "USD"
+    assert table.constant["TITLE"] == "US dollar/Euro"
+    assert table.rows[0]["TIME_PERIOD"] == "1999-01"
+    assert table.rows[0]["OBS_VALUE"] == "1.16078"
+    assert table.rows[0]["OBS_STATUS"] == "A"
+
+
+def test_eurostat_structure_specific_data() -> None:
+    body = fixture("estat_nrg_bal_s_data.xml")
+    assert detect(SS_CT, body) == "structurespecific"
+    table = parse_data("structurespecific", body, keep=100, max_rows=1000)
+    assert table.total_rows == 33
+    assert table.constant == {"geo": "AL", "siec": "C0000X0350-0370", "unit": "GWH", "freq": "A", "nrg_bal": "AFC"}
+    assert [r["TIME_PERIOD"] for r in table.rows][:2] == ["1990", "1991"]
+    assert ordered_columns(table.columns, ["freq", "nrg_bal", "siec", "unit", "geo"])[:7] == [
+        "freq", "nrg_bal", "siec", "unit", "geo", "TIME_PERIOD", "OBS_VALUE",
+    ]  # fmt: skip
+
+
+def test_eurostat_custom_namespace_prefix() -> None:
+    body = shared(ESTAT_NAMA)
+    assert detect("application/xml;charset=UTF-8", body) == "structurespecific"
+    table = parse_data("structurespecific", body, keep=10, max_rows=10)
+    assert [(r["TIME_PERIOD"], r["OBS_VALUE"]) for r in table.rows] == [
+        ("2012", "46526.2"), ("2013", "49094.5"), ("2014", "51791.3"), ("2015", "54142.3"),
+    ]  # fmt: skip
+    assert table.constant["geo"] == "LU"
+
+
+def test_eurostat_deferred_delivery_footer_is_too_large() -> None:
+    with pytest.raises(ResponseTooLargeError, match="narrow"):
+        parse_data("generic", shared(ESTAT_FOOTER), keep=10, max_rows=10)
+
+
+def test_row_cap_refuses_instead_of_truncating_silently() -> None:
+    with pytest.raises(ResponseTooLargeError, match="more than 40 observations"):
+        parse_data("csv", fixture("oecd_g20_prices_data.csv"), keep=5, max_rows=40)
+
+
+def test_constant_tracking_covers_all_rows_not_only_kept_ones() -> None:
+    table = parse_data("csv", fixture("oecd_pop_density_labels.csv"), keep=1, max_rows=1000)
+    assert len(table.rows) == 1
+    assert "OBS_STATUS" not in table.constant
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"DATAFLOW,REF_AREA,TIME_PERIOD\r\nX,FRA,2020\r\n",  # no OBS_VALUE
+        b"DATAFLOW,REF_AREA,TIME_PERIOD,OBS_VALUE\r\nX,FRA,2020\r\n",  # short row
+        b"DATAFLOW,REF_AREA,TIME_PERIOD,OBS_VALUE\r\nX,\xff\xfe,2020,1\r\n",  # not UTF-8
+    ],
+)
+def test_malformed_csv_is_refused(body: bytes) -> None:
+    with pytest.raises(UnusableResponseError):
+        parse_data("csv", body, keep=10, max_rows=10)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "expected"),
+    [
+        (CSV_CT, "csv"),
+        ("text/csv", "csv"),
+        ("application/json", "json"),
+        ("application/vnd.sdmx.data+json;version=1.0.0", "json"),
+        ("text/plain", "text"),
+        ("text/html", "other"),
+        ("", "text"),
+    ],
+)
+def test_detect_by_content_type(content_type: str, expected: str) -> None:
+    assert detect(content_type, b"whatever") == expected
+
+
+def test_xml_root_decides_for_plain_xml() -> None:
+    assert detect("application/xml", fixture("oecd_g20_prices_structure.xml")) == "structure"
+    assert detect("application/vnd.sdmx.structure+xml;version=2.1", fixture("fmr_error_150.xml")) == "error"
+    assert detect("text/xml", b"<html/>") == "other"
+
+
+@pytest.mark.parametrize("fmt", ["structure", "json", "text", "other", "error"])
+def test_non_data_formats_are_refused(fmt: str) -> None:
+    with pytest.raises(UnusableResponseError, match="format"):
+        parse_data(fmt, b"{}", keep=1, max_rows=1)  # type: ignore[arg-type]
