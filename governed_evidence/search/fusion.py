@@ -1,8 +1,8 @@
 """Reciprocal rank fusion, with the keyword list weighted by how much of the query it covers.
 
 Plain RRF lets a weak OR-query list (a passage that matched one incidental word) drag
-good semantic hits down. Each keyword contribution is multiplied by the passage's
-IDF-weighted query coverage squared, so keyword evidence counts in proportion to how much of the
+good semantic hits down. Each keyword contribution is scaled by the passage's IDF-weighted
+query coverage (to :data:`COVERAGE_EXPONENT`), so keyword evidence counts by how much of the
 question it actually matches; a full-coverage keyword hit still counts fully.
 """
 
@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RRF_K", "Fused", "fuse"]
+__all__ = ["COVERAGE_EXPONENT", "RRF_K", "Fused", "fuse"]
 
 RRF_K = 60
+#: Chosen on BEIR SciFact *train* (809 queries, nDCG@10 of the fused list): exponent 0.5
+#: 0.723, plain RRF 0.718, 1.0 0.718, 2.0 0.712; neutral on the policy tuning slices.
+COVERAGE_EXPONENT = 0.5
 
 
 @dataclass
@@ -43,7 +46,7 @@ def fuse(
     for rank, pid in enumerate(keyword, start=1):
         item = fused.setdefault(pid, Fused(pid, 0.0, None, None))
         item.keyword_rank = rank
-        item.score += keyword_weight * coverage.get(pid, 0.0) ** 2 / (k + rank)
+        item.score += keyword_weight * coverage.get(pid, 0.0) ** COVERAGE_EXPONENT / (k + rank)
     for rank, pid in enumerate(semantic, start=1):
         item = fused.setdefault(pid, Fused(pid, 0.0, None, None))
         item.semantic_rank = rank
