@@ -1,4 +1,11 @@
-# governed-evidence — developer entry points. Everything installs into .venv.
+# governed-evidence — developer entry points. Everything installs into .venv from the
+# hashed lock (requirements/lock.txt); the release-gate tools go into .venv-tools.
+#
+#   make demo        build the sample index with the real model and run example searches
+#   make test        run the test suite
+#   make ci          the release gate (what .ci/run runs), failing on the first red step
+#   make lock        regenerate the hashed locks after changing dependencies in pyproject.toml
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -6,21 +13,57 @@ STAMP  := $(VENV)/.installed-stamp
 GE     := $(BIN)/governed-evidence
 DEMO_DB := data/evidence.sqlite
 
-.PHONY: install demo test lint typecheck clean
+TOOLS_VENV  := .venv-tools
+TOOLS_BIN   := $(TOOLS_VENV)/bin
+TOOLS_STAMP := $(TOOLS_VENV)/.installed-stamp
+UV          := $(TOOLS_BIN)/uv
 
-$(STAMP): pyproject.toml
+# Locks target CPython 3.11 on Linux x86_64 (CI, the container and this kind of machine).
+LOCK_FLAGS := --quiet --no-config --generate-hashes --python-version 3.11 \
+              --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" \
+              $(if $(UPGRADE),--upgrade)
+COVERAGE_MIN := 85
+# The workspace's offline advisory database wrapper, when this machine has one.
+OSV_LOCAL := ../shared/tools/osv-local
+AUDITED_LOCKS := requirements/lock.txt requirements/runtime.txt requirements/build.txt requirements/tools.txt
+
+# onnxruntime (the default embedder's runtime) otherwise writes a device id and a telemetry
+# event store under $HOME; nothing here should phone home.
+export ORT_DISABLE_TELEMETRY := 1
+
+CI_STEPS := lock-check lint typecheck audit publication-guard coverage eval-gate container
+
+.PHONY: bench-scifact install tools demo test coverage lint typecheck eval-gate audit publication-guard \
+        container lock lock-tools lock-check ci clean
+
+$(STAMP): pyproject.toml requirements/lock.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/lock.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@$(BIN)/python -m pip check || { echo "the lock does not satisfy pyproject.toml: run 'make lock'" >&2; exit 1; }
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(TOOLS_STAMP): requirements/tools.txt
+	$(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_BIN)/python -m pip install --quiet --require-hashes -r requirements/tools.txt
+	touch $(TOOLS_STAMP)
+
+tools: $(TOOLS_STAMP)
 
 demo: $(STAMP)
 	@$(BIN)/python scripts/demo.py --db $(DEMO_DB)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Branch coverage over the package, including the `serve` subprocesses that inherit the
+# environment (coverage's subprocess patch, configured in pyproject.toml).
+# It is `make test` (the README's test command) with coverage switched on.
+coverage: $(STAMP)
+	$(MAKE) --no-print-directory test PYTEST_ARGS="-p no:cacheprovider --cov=governed_evidence --cov-branch \
+		--cov-report=term-missing:skip-covered --cov-fail-under=$(COVERAGE_MIN)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check governed_evidence tests scripts
@@ -29,5 +72,70 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The evaluation gate: builds a fresh index of the sample corpus, runs the labelled slices
+# in evals/questions.jsonl (governance slices through MCP over stdio) and fails when a
+# threshold in evals/gate.toml is missed.
+eval-gate: $(STAMP)
+	$(GE) eval
+
+# Known vulnerabilities in every locked dependency set. Uses the workspace's offline
+# advisory database when present, else pip-audit's online service. --strict: a package
+# that cannot be audited fails the step.
+audit: $(TOOLS_STAMP)
+	@set -e; for lock in $(AUDITED_LOCKS); do \
+		echo "pip-audit $$lock"; \
+		if [ -x $(OSV_LOCAL) ]; then \
+			$(OSV_LOCAL) --pip-audit $(TOOLS_BIN)/pip-audit -- -r $$lock --disable-pip --strict --progress-spinner off; \
+		else \
+			$(TOOLS_BIN)/pip-audit -r $$lock --disable-pip --strict --progress-spinner off; \
+		fi; \
+	done
+
+# BEIR SciFact (docs/evaluation.md): nDCG@10 and recall@100 for keyword, semantic and hybrid.
+# The first run embeds 5,183 abstracts (about 15 minutes on 2 cores); later runs reuse them.
+SCIFACT ?= ../shared/data/beir-scifact
+bench-scifact: $(STAMP)
+	@mkdir -p .cache
+	$(GE) eval beir --dataset $(SCIFACT) --db .cache/beir-scifact.sqlite
+
+publication-guard:
+	$(PYTHON) scripts/publication_guard.py
+
+# Build the image and smoke-test it over stdio, read-only, without network.
+container:
+	$(PYTHON) scripts/container_smoke.py --build --image governed-evidence:ci
+
+# Regenerate the hashed locks from pyproject.toml (after adding or changing a dependency).
+# `make lock UPGRADE=1` also moves unpinned transitive dependencies to their newest release.
+lock: $(TOOLS_STAMP)
+	$(UV) pip compile $(LOCK_FLAGS) --extra dev pyproject.toml requirements/build.in -o requirements/lock.txt
+	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml -c requirements/lock.txt -o requirements/runtime.txt
+	$(UV) pip compile $(LOCK_FLAGS) requirements/build.in -c requirements/lock.txt -o requirements/build.txt
+
+lock-tools: $(TOOLS_STAMP)
+	$(UV) pip compile $(LOCK_FLAGS) requirements/tools.in -o requirements/tools.txt
+
+# Fails when pyproject.toml changed without `make lock`: re-resolves into a scratch copy
+# (uv keeps the versions already locked) and compares package pins and hashes.
+lock-check: $(TOOLS_STAMP)
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	mkdir -p "$$tmp/requirements"; cp requirements/*.txt requirements/*.in "$$tmp/requirements/"; \
+	$(UV) pip compile $(LOCK_FLAGS) --extra dev pyproject.toml requirements/build.in -o "$$tmp/requirements/lock.txt"; \
+	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml -c "$$tmp/requirements/lock.txt" -o "$$tmp/requirements/runtime.txt"; \
+	$(UV) pip compile $(LOCK_FLAGS) requirements/build.in -c "$$tmp/requirements/lock.txt" -o "$$tmp/requirements/build.txt"; \
+	for f in lock runtime build; do \
+		if ! diff <(grep -v '^ *#' requirements/$$f.txt) <(grep -v '^ *#' "$$tmp/requirements/$$f.txt") >/dev/null; then \
+			echo "requirements/$$f.txt is out of date with pyproject.toml: run 'make lock'" >&2; exit 1; \
+		fi; \
+	done; echo "locks match pyproject.toml"
+
+# The release gate. Steps run in order and stop at the first failure; each reports its time.
+ci: $(STAMP) $(TOOLS_STAMP)
+	@set -e; total=$$(date +%s); for step in $(CI_STEPS); do \
+		start=$$(date +%s); echo; echo "==> make $$step"; \
+		$(MAKE) --no-print-directory $$step || { echo "==> FAILED: make $$step" >&2; exit 1; }; \
+		echo "==> ok: $$step ($$(( $$(date +%s) - start )) s)"; \
+	done; echo; echo "==> make ci passed in $$(( $$(date +%s) - total )) s"
+
 clean:
-	rm -rf $(VENV) $(DEMO_DB) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS_VENV) $(DEMO_DB) .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

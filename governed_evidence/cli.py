@@ -155,8 +155,12 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     route_library_loggers("fastmcp", "mcp", "httpx")
     service = _service(args, settings)
     # Load the model while the client initialises, so the first search does not pay for it.
-    threading.Thread(target=service.embedder, name="embedder-warmup", daemon=True).start()
+    warmup = threading.Thread(target=service.embedder, name="embedder-warmup", daemon=True)
+    warmup.start()
     build_app(service, _statistics(args, settings)).run(transport="stdio", show_banner=False)
+    # A client that disconnects while the model is loading must not tear the runtime down
+    # under the loading thread (onnxruntime aborts the process if it does).
+    warmup.join()
     return 0
 
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+
+# onnxruntime otherwise writes a device id and telemetry store under $HOME (and warns on a
+# read-only filesystem); the server must not phone home. Set before the first import.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path

@@ -1,6 +1,6 @@
 """Response cache and persisted rate ledger, in the index file or a writable fallback.
 
-Where the tables live (see docs/adr/0001-sdmx-cache-location.md):
+Where the tables live (see docs/adr/0006-sdmx-cache-location.md):
 
 - ``index``: the index file itself, when it exists and can be written.
 - ``file``: the operator's ``GOVERNED_EVIDENCE_SDMX_CACHE_PATH``, when the index file is

@@ -2,9 +2,10 @@
 
 - Only the provider's own origin is ever contacted; redirects are followed by hand and
   only while they stay on that origin.
-- Each attempt has a read timeout and an overall deadline (a server dripping bytes cannot
-  hold a worker), and the decoded body is capped while it streams (a gzip bomb is
-  measured after decompression, not by its Content-Length).
+- Each attempt has a read timeout and an overall deadline, enforced on every socket read
+  and write (a server dripping bytes, into the headers or the body, cannot hold a worker),
+  and the decoded body is capped while it streams (a gzip bomb is measured after
+  decompression, not by its Content-Length).
 - 429/502/503/504 and transport failures are retried a bounded number of times with
   exponential backoff; ``Retry-After`` is honoured up to a cap, and a longer request is
   reported instead of slept through.
@@ -16,13 +17,17 @@ Response bodies are never logged.
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import hashlib
+import ssl
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
+import httpcore
 import httpx
 
 from governed_evidence import __version__
@@ -44,6 +49,87 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 3
 #: Error bodies are only read for their status text or SDMX error code.
 ERROR_BODY_BYTES = 64 * 1024
+
+
+#: Monotonic time by which the current attempt must finish (None outside an attempt).
+_ATTEMPT_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("sdmx_attempt_deadline", default=None)
+
+
+def _remaining(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout`` shortened to what is left of the attempt's deadline; past it, ``error``."""
+    deadline = _ATTEMPT_DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise error("overall deadline exceeded")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A socket stream whose every read and write ends by the attempt's deadline.
+
+    httpx's timeouts apply to each read, so a server sending one header byte per second
+    would otherwise never time out (the body loop's own check only runs once headers are in).
+    """
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _remaining(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _remaining(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        inner = self._inner.start_tls(ssl_context, server_hostname, _remaining(timeout, httpcore.ConnectTimeout))
+        return _DeadlineStream(inner)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._inner.connect_tcp(
+            host, port, _remaining(timeout, httpcore.ConnectTimeout), local_address, socket_options
+        )
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        stream = self._inner.connect_unix_socket(path, _remaining(timeout, httpcore.ConnectTimeout), socket_options)
+        return _DeadlineStream(stream)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _bounded_transport(proxy: str | None) -> httpx.HTTPTransport:
+    """httpx's own transport, with the attempt deadline enforced on its sockets."""
+    transport = httpx.HTTPTransport(proxy=proxy, trust_env=False)
+    # httpx offers no public hook for the network backend; httpcore reads this attribute
+    # whenever it opens a connection (tests/hardening checks a header drip is cut off).
+    pool = transport._pool
+    pool._network_backend = _DeadlineBackend(pool._network_backend)
+    return transport
 
 
 @dataclass(frozen=True)
@@ -102,8 +188,7 @@ class SdmxClient:
         self._monotonic = monotonic
         self._wall_clock = wall_clock
         self._http = httpx.Client(
-            transport=transport,
-            proxy=None if transport is not None else proxy,
+            transport=transport if transport is not None else _bounded_transport(proxy),
             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
             follow_redirects=False,
             # Environment proxies and .netrc credentials must not silently apply.
@@ -199,6 +284,13 @@ class SdmxClient:
         raise UnusableResponseError(f"provider {provider.id} redirected too many times")
 
     def _once(self, url: str, accept: str, max_bytes: int) -> _Raw:
+        token = _ATTEMPT_DEADLINE.set(time.monotonic() + 2 * self.timeout_s)
+        try:
+            return self._read(url, accept, max_bytes)
+        finally:
+            _ATTEMPT_DEADLINE.reset(token)
+
+    def _read(self, url: str, accept: str, max_bytes: int) -> _Raw:
         deadline = self._monotonic() + 2 * self.timeout_s
         with self._http.stream("GET", url, headers={"Accept": accept}) as response:
             status = response.status_code

@@ -245,3 +245,19 @@ def test_stdout_carries_only_json_rpc(sample_index: Path) -> None:
             json.loads(line)
     assert "bereavement" not in stderr
     assert '"tool": "search_documents"' in stderr
+
+
+def test_client_leaving_during_model_load_is_a_clean_exit(sample_index: Path) -> None:
+    """Closing stdin at once (model still loading) ends the server normally, not by abort."""
+    env = {**os.environ, "GOVERNED_EVIDENCE_CEILING": "public"}
+    done = subprocess.run(
+        [sys.executable, "-m", "governed_evidence", "serve", "--db", str(sample_index)],
+        input="",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == ""
