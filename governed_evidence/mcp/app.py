@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -11,8 +10,7 @@ from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 
 from governed_evidence import __version__
-from governed_evidence.logging import get_logger
-from governed_evidence.mcp.errors import to_tool_error
+from governed_evidence.mcp.errors import run_tool
 from governed_evidence.mcp.prompt import EVIDENCE_BRIEF
 from governed_evidence.mcp.schemas import CitationId, Confidence, Context, Limit, Mode, Query
 from governed_evidence.sdmx.service import SdmxService
@@ -30,34 +28,11 @@ INSTRUCTIONS = (
 )
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 
-log = get_logger("mcp")
 T = TypeVar("T")
 
 
 def _call(tool: str, service: SearchService, fn: Callable[[], T], count: Callable[[T], int]) -> T:
-    """Run one tool call: map errors in one place, log name/duration/count/ceiling/status."""
-    started = time.perf_counter()
-    try:
-        result = fn()
-    except Exception as exc:  # noqa: BLE001 - every failure is mapped (and masked) in one place
-        log.warning(
-            "tool_call",
-            tool=tool,
-            status="error",
-            error=type(exc).__name__,
-            ceiling=service.ceiling.label,
-            ms=round((time.perf_counter() - started) * 1000, 2),
-        )
-        raise to_tool_error(exc) from None
-    log.info(
-        "tool_call",
-        tool=tool,
-        status=getattr(result, "status", "OK"),
-        results=count(result),
-        ceiling=service.ceiling.label,
-        ms=round((time.perf_counter() - started) * 1000, 2),
-    )
-    return result
+    return run_tool(tool, fn, count, ceiling=service.ceiling.label)
 
 
 def combined_status(service: SearchService, statistics: SdmxService | None) -> IndexStatus:

@@ -12,6 +12,10 @@ construction never quote a provider's response body.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from fastmcp.exceptions import ToolError
 
 from governed_evidence.errors import (
@@ -21,8 +25,12 @@ from governed_evidence.errors import (
     NotFoundError,
     StatisticsError,
 )
+from governed_evidence.logging import get_logger
 
 __all__ = ["CALLER_FACING", "INTERNAL_ERROR_MESSAGE", "to_tool_error"]
+
+T = TypeVar("T")
+log = get_logger("mcp")
 
 INTERNAL_ERROR_MESSAGE = "The server could not complete this request because of an internal error."
 
@@ -37,3 +45,23 @@ def to_tool_error(exc: BaseException) -> ToolError:
     if isinstance(exc, GovernedEvidenceError):
         return ToolError(str(exc))
     return ToolError(INTERNAL_ERROR_MESSAGE)
+
+
+def run_tool(tool: str, fn: Callable[[], T], count: Callable[[T], int], **context: Any) -> T:
+    """Run one tool call: map errors here, log tool, status, count, duration and ``context``.
+
+    ``context`` holds what identifies the call's governance (ceiling, provider), never its
+    arguments: query text and passage text stay out of the logs.
+    """
+    started = time.perf_counter()
+    try:
+        result = fn()
+    except Exception as exc:  # noqa: BLE001 - every failure is mapped (and masked) in one place
+        ms = round((time.perf_counter() - started) * 1000, 2)
+        log.warning("tool_call", tool=tool, status="error", error=type(exc).__name__, ms=ms, **context)
+        raise to_tool_error(exc) from None
+    cache = {k: getattr(result, k) for k in ("from_cache", "stale") if hasattr(result, k)}
+    ms = round((time.perf_counter() - started) * 1000, 2)
+    status = getattr(result, "status", "OK")
+    log.info("tool_call", tool=tool, status=status, results=count(result), ms=ms, **context, **cache)
+    return result

@@ -6,7 +6,6 @@ service enforces; the service validates again because the CLI calls it directly.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
@@ -14,8 +13,7 @@ from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from governed_evidence.logging import get_logger
-from governed_evidence.mcp.errors import to_tool_error
+from governed_evidence.mcp.errors import run_tool
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.sdmx.service import (
     MAX_CODES_LIMIT,
@@ -90,36 +88,11 @@ PeriodArg = Annotated[
 ]
 MaxRows = Annotated[int, Field(ge=1, le=MAX_ROWS_LIMIT, description=f"Most rows to return (1-{MAX_ROWS_LIMIT}).")]
 
-log = get_logger("mcp.statistics")
 T = TypeVar("T")
 
 
 def _call(tool: str, provider: str, fn: Callable[[], T], count: Callable[[T], int]) -> T:
-    """Run one tool call: map errors in one place; log name, provider, duration, count, cache state."""
-    started = time.perf_counter()
-    try:
-        result = fn()
-    except Exception as exc:  # noqa: BLE001 - every failure is mapped (and masked) in one place
-        log.warning(
-            "tool_call",
-            tool=tool,
-            provider=provider,
-            status="error",
-            error=type(exc).__name__,
-            ms=round((time.perf_counter() - started) * 1000, 2),
-        )
-        raise to_tool_error(exc) from None
-    log.info(
-        "tool_call",
-        tool=tool,
-        provider=provider,
-        status="OK",
-        results=count(result),
-        from_cache=getattr(result, "from_cache", None),
-        stale=getattr(result, "stale", None),
-        ms=round((time.perf_counter() - started) * 1000, 2),
-    )
-    return result
+    return run_tool(tool, fn, count, provider=provider)
 
 
 def register_statistics_tools(app: FastMCP, service: SdmxService) -> None:
