@@ -32,9 +32,13 @@ from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.connection import connect, read_meta
 from governed_evidence.store.schema import SCHEMA_VERSION
 
-__all__ = ["IngestReport", "citation_id", "ingest_corpus"]
+__all__ = ["MAX_PASSAGE_CHARS", "IngestReport", "citation_id", "ingest_corpus"]
 
 log = get_logger("ingest")
+
+#: Longest passage stored. Prose passages are at most a few thousand characters (the
+#: largest in the GSA handbook is about 8,300); the cap bounds what one citation can carry.
+MAX_PASSAGE_CHARS = 20_000
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -140,6 +144,7 @@ def _prepare(
     for block in kept:
         block.headings = tuple(h for h in block.headings if not find_credentials(h))
     chunks = []
+    oversized = 0
     for chunk in chunk_blocks(kept):
         # Second guard: a credential split across two blocks only shows once they are joined.
         kinds = find_credentials(chunk.text)
@@ -147,6 +152,12 @@ def _prepare(
             for kind in kinds:
                 refused[kind] = refused.get(kind, 0) + 1
             report.passages_refused += 1
+            continue
+        if len(chunk.text) > MAX_PASSAGE_CHARS:
+            # Words are counted, not characters: runs of markup (thousands of nested '>')
+            # or an unbroken token would otherwise make one passage as large as the file,
+            # and every answer citing it that large.
+            oversized += 1
             continue
         chunks.append(chunk)
     passages: list[PassageRow] = []
@@ -189,7 +200,13 @@ def _prepare(
         report.warnings.append(
             (str(rel), f"{sum(refused.values())} credential-shaped match(es) ({names}): text refused, not indexed")
         )
+    if oversized:
+        report.warnings.append(
+            (str(rel), f"{oversized} passage(s) over {MAX_PASSAGE_CHARS} characters (not prose) refused, not indexed")
+        )
     if not passages:
+        if oversized and not refused:
+            raise FileRejectedError(f"every passage is over {MAX_PASSAGE_CHARS} characters (markup or unbroken text)")
         raise FileRejectedError("all text was refused" if refused else "document has no text to index")
     data = path.read_bytes()
     row = DocumentRow(

@@ -117,6 +117,11 @@ class CacheStore:
                 log.info("sdmx_cache_fallback", reason="read_only", error=type(exc).__name__)
             except _IndexRefusedError as exc:
                 reason = str(exc)
+            except apsw.Error as exc:
+                # Anything else SQLite refuses (e.g. a table replaced by a view) is damage too:
+                # fail closed here rather than take the whole server down at start-up.
+                log.error("sdmx_cache_unusable", mode="index", reason="damaged", error=type(exc).__name__)
+                return CacheLocation("index", None, failure="the index file is damaged")
         else:
             reason = "there is no index file"
         if self.fallback_path is not None:
@@ -130,6 +135,9 @@ class CacheStore:
             except (*_NOT_WRITABLE, OSError) as exc:
                 log.warning("sdmx_cache_fallback", reason="cache_path_unwritable", error=type(exc).__name__)
                 reason = f"{reason}, and the configured cache path is not writable"
+            except apsw.Error as exc:
+                log.error("sdmx_cache_unusable", mode="file", reason="damaged", error=type(exc).__name__)
+                return CacheLocation("file", reason, failure="the SDMX cache file is damaged")
         self._conn = _open_memory()
         return CacheLocation("memory", reason)
 
