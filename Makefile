@@ -33,7 +33,7 @@ export ORT_DISABLE_TELEMETRY := 1
 
 CI_STEPS := lock-check lint typecheck audit publication-guard coverage eval-gate container
 
-.PHONY: bench-scifact install tools demo test coverage lint typecheck eval-gate audit publication-guard \
+.PHONY: bench bench-quick bench-scifact install tools demo test coverage lint typecheck eval-gate audit publication-guard \
         container lock lock-tools lock-check ci clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
@@ -66,8 +66,8 @@ coverage: $(STAMP)
 		--cov-report=term-missing:skip-covered --cov-fail-under=$(COVERAGE_MIN)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check governed_evidence tests scripts
-	$(BIN)/ruff format --check governed_evidence tests scripts
+	$(BIN)/ruff check governed_evidence tests scripts benchmarks
+	$(BIN)/ruff format --check governed_evidence tests scripts benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -97,6 +97,16 @@ SCIFACT ?= ../shared/data/beir-scifact
 bench-scifact: $(STAMP)
 	@mkdir -p .cache
 	$(GE) eval beir --dataset $(SCIFACT) --db .cache/beir-scifact.sqlite
+
+# Performance (docs/performance.md, docs/performance.json): search latency at 10k and 100k
+# passages, ingestion, start-up and peak memory. Uses .cache/beir-scifact.sqlite for real
+# vectors when present (make bench-scifact), else synthetic unit vectors (stated in the output).
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run --sizes 10000,100000
+
+# The 10k size only (well under 3 minutes); the last line is one JSON object.
+bench-quick: $(STAMP)
+	@$(BIN)/python -m benchmarks.run --quick
 
 publication-guard:
 	$(PYTHON) scripts/publication_guard.py

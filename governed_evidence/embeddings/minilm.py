@@ -76,6 +76,10 @@ class MiniLMEmbedder:
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # Spinning worker threads keep the cores busy after each call and starve SQLite,
+        # which runs between embeddings: measured at 10k passages, hybrid p95 with the
+        # query embedding 65 ms spinning vs 33 ms without.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         self._identity = ModelIdentity(MODEL_ID, DIMENSION, MODEL_SHA256)
 

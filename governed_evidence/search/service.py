@@ -12,6 +12,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import apsw
 import numpy as np
 
 from governed_evidence.config import Classification
-from governed_evidence.embeddings.base import Embedder
+from governed_evidence.embeddings.base import Embedder, Vectors
 from governed_evidence.errors import (
     EmbedderError,
     IndexUnavailableError,
@@ -125,6 +126,7 @@ class SearchService:
         self._embedder_error: str | None = None if embedder_factory else "no embedder configured"
         self._embedder_lock = threading.Lock()
         self._integrity: dict[tuple[int, int], str] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- embedder -------------------------------------------------------------------
 
@@ -140,6 +142,14 @@ class SearchService:
                     self._embedder_error = str(exc)
                     log.warning("embedder_unavailable", reason=str(exc))
         return self._embedder
+
+    def _embed_pool(self) -> ThreadPoolExecutor:
+        """Worker threads that embed queries concurrently with the full-text query."""
+        if self._pool is None:
+            with self._embedder_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embed")
+        return self._pool
 
     def _semantic_unavailable(self, meta: dict[str, str]) -> str | None:
         embedder = self.embedder()
@@ -210,19 +220,26 @@ class SearchService:
         mode_reason: str | None = None
         query_vector: bytes | None = None
         unavailable = self._semantic_unavailable(meta)
+        pending: Future[Vectors] | None = None
         if unavailable is None:
             embedder = self.embedder()
             assert embedder is not None
+            # The query is embedded on a worker thread while the full-text query runs here
+            # (both release the GIL); the results are the same as running them in turn.
+            pending = self._embed_pool().submit(embedder.embed, [text])
+
+        tokens = query_tokens(conn, text)
+        keyword_ids: list[int] = []
+        if mode in ("hybrid", "keyword") and tokens:
+            keyword_ids = sql.keyword_ranking(conn, level, match_expression(tokens), depth)
+        if pending is not None:
             try:
-                query_vector = np.asarray(embedder.embed([text])[0], dtype=np.float32).tobytes()
+                query_vector = np.asarray(pending.result()[0], dtype=np.float32).tobytes()
             except EmbedderError as exc:
                 unavailable = f"meaning search unavailable: {exc}"
         if unavailable is not None and mode != "keyword":
             search_mode, mode_reason = "keyword", unavailable
-
-        tokens = query_tokens(conn, text)
-        keyword_ids: list[int] = []
-        if search_mode in ("hybrid", "keyword") and tokens:
+        if search_mode == "keyword" and mode == "semantic" and tokens:
             keyword_ids = sql.keyword_ranking(conn, level, match_expression(tokens), depth)
         semantic_ids: list[int] = []
         distances: dict[int, float] = {}

@@ -1,0 +1,194 @@
+"""Run the benchmarks and write docs/performance.md and docs/performance.json.
+
+Each measurement runs in its own process (so its peak RSS is its own):
+
+    python -m benchmarks.run                 # full: 10k and 100k search, ingest, start-up
+    python -m benchmarks.run --sizes 10000,100000,1000000
+    python -m benchmarks.run --quick         # 10k only; prints one JSON object on its last line
+
+Generated indexes are kept under .cache/bench/ and reused while the generator is unchanged
+(``--rebuild`` forces a new build).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import write_report
+from benchmarks.stats import load_average, machine
+
+__all__ = ["main"]
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASET = (ROOT / "../shared/data/beir-scifact").resolve()
+HANDBOOK = (ROOT / "../shared/data/corpora/gsa-tts-handbook/pages").resolve()
+VECTOR_CACHE = ROOT / ".cache" / "beir-scifact.sqlite"
+BENCH_DIR = ROOT / ".cache" / "bench"
+
+
+def _phase(args: list[str], timeout: float | None = None) -> dict[str, Any]:
+    """Run one phase in a fresh interpreter; its last stdout line is its JSON result."""
+    # numpy's BLAS on one thread: the exact reference then uses one core, like the vec0 scan
+    # it is compared with, and does not stall on a core that another process holds.
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--phase", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(f"benchmark phase {args[0]} failed ({proc.returncode})")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _index_for(size: int, rebuild: bool) -> tuple[Path, dict[str, Any]]:
+    from benchmarks.corpus import GENERATOR_VERSION
+
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    db = BENCH_DIR / f"scifact-{size}.sqlite"
+    info_path = db.with_suffix(".info.json")
+    if not rebuild and db.is_file() and info_path.is_file():
+        info: dict[str, Any] = json.loads(info_path.read_text(encoding="utf-8"))
+        if info.get("generator_version") == GENERATOR_VERSION and info.get("passages") == size:
+            info["reused_cached_build"] = True
+            return db, info
+    info = _phase(["build", "--db", str(db), "--size", str(size)])
+    info["reused_cached_build"] = False
+    return db, info
+
+
+def _run_phase(ns: argparse.Namespace) -> None:
+    result: dict[str, Any]
+    if ns.phase == "build":
+        from benchmarks.corpus import build_corpus_index
+        from benchmarks.stats import peak_rss_mb
+
+        result = build_corpus_index(DATASET, Path(ns.db), ns.size, vector_cache=VECTOR_CACHE)
+        result["peak_rss_mb"] = peak_rss_mb()
+        Path(ns.db).with_suffix(".info.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    elif ns.phase == "search":
+        from benchmarks.search import run_search
+
+        result = run_search(Path(ns.db), DATASET, ns.queries)
+    elif ns.phase == "ingest":
+        from benchmarks.ingest import run_ingest
+
+        result = run_ingest(HANDBOOK)
+    elif ns.phase == "reingest":
+        from benchmarks.ingest import run_reingest_scale
+
+        result = run_reingest_scale(DATASET, ns.size)
+    elif ns.phase == "quantisation":
+        from benchmarks.quantisation import run_quantisation
+
+        result = run_quantisation(Path(ns.db), ns.queries)
+    elif ns.phase == "startup":
+        from benchmarks.startup import run_startup
+
+        result = run_startup(Path(ns.db))
+    else:
+        raise SystemExit(f"unknown phase {ns.phase}")
+    print(json.dumps(result))
+
+
+def _quick_line(size: int, search: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "passages": size,
+        "hybrid_p50_ms": search["hybrid_ms"]["p50"],
+        "hybrid_p95_ms": search["hybrid_ms"]["p95"],
+        "keyword_p95_ms": search["keyword_ms"]["p95"],
+        "semantic_p95_ms": search["semantic_ms"]["p95"],
+        "query_embed_ms": search["query_embed_ms"]["p50"],
+        "numpy_p95_ms": search["numpy_ms"]["p95"],
+        "recall_at_10": search["recall_at_10"],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="10k search only; last line is one JSON object")
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated passage counts")
+    parser.add_argument("--queries", type=int, default=300, help="SciFact queries per mode (at least 300)")
+    parser.add_argument("--rebuild", action="store_true", help="rebuild the generated indexes")
+    parser.add_argument("--skip", default="", help="comma-separated of: ingest, reingest, startup, quantisation")
+    parser.add_argument(
+        "--quantisation-size", type=int, default=100_000, help="size for the quantised-KNN experiment (0: skip)"
+    )
+    parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    parser.add_argument(
+        "--reuse", help="a previous performance.json whose figures fill in the phases skipped with --skip"
+    )
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--db", help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
+    ns = parser.parse_args(argv)
+    if ns.phase:
+        _run_phase(ns)
+        return
+
+    sizes = [10_000] if ns.quick else [int(s) for s in ns.sizes.split(",") if s]
+    skip = set(ns.skip.split(",")) if ns.skip else set()
+    started = time.time()
+    results: dict[str, Any] = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "machine": machine(),
+        "load_average_before": load_average(),
+        "sizes": {},
+    }
+    for size in sizes:
+        db, info = _index_for(size, ns.rebuild)
+        print(f"[bench] {size} passages: index ready ({info.get('build_s')} s build)", file=sys.stderr)
+        search = _phase(["search", "--db", str(db), "--queries", str(ns.queries)])
+        print(f"[bench] {size} passages: {json.dumps(_quick_line(size, search))}", file=sys.stderr)
+        results["sizes"][str(size)] = {"build": info, "search": search}
+    if ns.quick:
+        print(json.dumps(_quick_line(sizes[0], results["sizes"][str(sizes[0])]["search"])))
+        return
+    if "ingest" not in skip:
+        print("[bench] ingest: GSA handbook with the real model", file=sys.stderr)
+        results["ingest_handbook"] = _phase(["ingest"])
+    if "reingest" not in skip:
+        print("[bench] re-ingest: 10k SciFact Markdown files", file=sys.stderr)
+        results["ingest_scale"] = _phase(["reingest", "--size", "10000"])
+    if "quantisation" not in skip and ns.quantisation_size:
+        db, _ = _index_for(ns.quantisation_size, False)
+        print(f"[bench] quantised KNN experiment at {ns.quantisation_size}", file=sys.stderr)
+        results["quantisation"] = _phase(["quantisation", "--db", str(db), "--queries", str(ns.queries)])
+    if "startup" not in skip:
+        db, _ = _index_for(sizes[0], False)
+        print("[bench] start-up over stdio", file=sys.stderr)
+        results["startup"] = _phase(["startup", "--db", str(db)])
+        results["startup"]["index_passages"] = sizes[0]
+    if ns.reuse:
+        previous = json.loads(Path(ns.reuse).read_text(encoding="utf-8"))
+        for size, entry in previous.get("sizes", {}).items():
+            first = entry.get("reused_from_run_started_at", previous.get("started_at"))
+            results["sizes"].setdefault(size, {**entry, "reused_from_run_started_at": first})
+        names = {"ingest": "ingest_handbook", "reingest": "ingest_scale", "startup": "startup"}
+        for phase in skip:
+            key = names.get(phase, phase)
+            if key in previous:
+                first = previous[key].get("reused_from_run_started_at", previous.get("started_at"))
+                results[key] = {**previous[key], "reused_from_run_started_at": first}
+    results["load_average_after"] = load_average()
+    results["wall_s"] = round(time.time() - started, 1)
+    out = Path(ns.out)
+    write_report(results, out, out.with_suffix(".json"))
+    print(json.dumps({"written": str(out), "json": str(out.with_suffix(".json"))}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Search latency on one generated index, through SearchService, against an exact numpy reference.
+
+The query embedding is timed on its own (the real MiniLM model, one query at a time);
+the per-mode search timings then use a stub embedder with the real model's identity that
+returns the precomputed query vectors, so they measure the search alone. Hybrid is also
+timed end to end with the real model, which is what a caller waits for.
+
+The caller's ceiling is ``internal``: restricted passages are filtered inside both
+rankings, and the numpy reference applies the same filter (classification <= internal,
+not superseded).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.corpus import load_reference
+from benchmarks.stats import latency, peak_rss_mb
+from governed_evidence.config import Classification
+from governed_evidence.embeddings.base import Embedder, ModelIdentity, Vectors
+from governed_evidence.embeddings.minilm import MiniLMEmbedder
+from governed_evidence.search import sql
+from governed_evidence.search.service import CANDIDATES, SearchService
+
+__all__ = ["load_queries", "run_search"]
+
+CEILING = Classification.INTERNAL
+WARMUP = 20
+
+
+class PrecomputedEmbedder:
+    """The real model's identity; returns query vectors computed beforehand."""
+
+    def __init__(self, identity: ModelIdentity, vectors: dict[str, np.ndarray]) -> None:
+        self._identity = identity
+        self._vectors = vectors
+
+    @property
+    def identity(self) -> ModelIdentity:
+        return self._identity
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return np.stack([self._vectors[t] for t in texts]).astype(np.float32)
+
+
+def load_queries(dataset: Path, count: int) -> list[str]:
+    """SciFact test queries first, then the others, ``count`` in all."""
+    test_ids = {
+        line.split("\t")[0] for line in (dataset / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    }
+    rows = [json.loads(line) for line in (dataset / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    ordered = [r for r in rows if r["_id"] in test_ids] + [r for r in rows if r["_id"] not in test_ids]
+    return [str(r["text"])[:500] for r in ordered[:count]]
+
+
+def _time_each(fn: Any, items: Sequence[Any]) -> list[float]:
+    for item in items[:WARMUP]:
+        fn(item)
+    out = []
+    for item in items:
+        t0 = time.perf_counter()
+        fn(item)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
+    texts = load_queries(dataset, queries)
+    model = MiniLMEmbedder()
+    model.embed(["warm up"])
+    query_vectors: dict[str, np.ndarray] = {}
+
+    def embed_one(text: str) -> None:
+        query_vectors[text] = model.embed([text])[0]
+
+    embed_ms = _time_each(embed_one, texts)
+    # Kept for the quantised-KNN experiment (benchmarks/quantisation.py).
+    np.save(db.parent / "query-vectors.npy", np.stack([query_vectors[t] for t in texts]))
+    stub: Embedder = PrecomputedEmbedder(model.identity, query_vectors)
+
+    service = SearchService(db, ceiling=CEILING, embedder_factory=lambda: stub)
+    result: dict[str, Any] = {"queries": len(texts), "ceiling": CEILING.label, "gate": "on (default thresholds)"}
+    result["query_embed_ms"] = latency(embed_ms)
+    statuses: dict[str, dict[str, int]] = {}
+    for mode in ("keyword", "semantic", "hybrid"):
+        seen: list[str] = []
+
+        def one(text: str, mode: Any = mode, seen: list[str] = seen) -> None:
+            seen.append(service.search(text, mode=mode).status)
+
+        result[f"{mode}_ms"] = latency(_time_each(one, texts))
+        timed = seen[-len(texts) :]
+        statuses[mode] = {s: timed.count(s) for s in sorted(set(timed))}
+    result["status_counts"] = statuses
+
+    real = SearchService(db, ceiling=CEILING, embedder_factory=lambda: model)
+    result["hybrid_with_embedding_ms"] = latency(_time_each(lambda t: real.search(t, mode="hybrid"), texts))
+
+    # The vector side alone (vec0 KNN with the ceiling filter), and the exact reference.
+    conn, _ = service.reader.connection()
+    blobs = {t: np.asarray(query_vectors[t], dtype=np.float32).tobytes() for t in texts}
+    knn: dict[str, list[int]] = {}
+
+    def vec_one(text: str) -> None:
+        knn[text] = [pid for pid, _ in sql.vector_ranking(conn, CEILING, blobs[text], CANDIDATES)]
+
+    result["vec0_knn_ms"] = latency(_time_each(vec_one, texts))
+
+    vectors, levels, searchable = load_reference(db)
+    allowed = np.flatnonzero((levels <= int(CEILING)) & (searchable == 1))
+    matrix = np.ascontiguousarray(vectors[allowed])
+    ids = allowed + 1  # passage ids are assigned in insertion order from 1
+    exact: dict[str, np.ndarray] = {}
+
+    def numpy_one(text: str) -> None:
+        scores = matrix @ query_vectors[text]
+        top = np.argpartition(-scores, CANDIDATES)[:CANDIDATES]
+        exact[text] = ids[top[np.argsort(-scores[top])]]
+
+    result["numpy_ms"] = latency(_time_each(numpy_one, texts))
+    recalls = [len(set(knn[t][:10]) & {int(i) for i in exact[t][:10]}) / 10 for t in texts]
+    result["recall_at_10"] = round(float(np.mean(recalls)), 4)
+    result["searchable_passages_at_ceiling"] = len(allowed)
+    result["peak_rss_mb"] = peak_rss_mb()
+    return result
