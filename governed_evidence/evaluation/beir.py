@@ -22,7 +22,7 @@ import numpy as np
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.ingest.markup import search_text
-from governed_evidence.ingest.pipeline import _reusable_vectors
+from governed_evidence.ingest.pipeline import reusable_vectors
 from governed_evidence.search.models import SearchMode
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
@@ -76,7 +76,7 @@ def build_beir_index(dataset: Path, db: Path, embedder: Embedder) -> dict[str, f
     docs = [json.loads(line) for line in (dataset / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
     inputs = [f"{d.get('title', '')}\n{d.get('text', '')}".strip() for d in docs]
     hashes = [hashlib.sha256(f"{identity.model_id}\n{t}".encode()).hexdigest() for t in inputs]
-    reuse = _reusable_vectors(db, identity.model_id, identity.dimension, set(hashes))
+    reuse = reusable_vectors(db, identity.model_id, identity.dimension, set(hashes))
     todo = [i for i, h in enumerate(hashes) if h not in reuse]
     t0 = time.perf_counter()
     vectors = dict(reuse)

@@ -32,7 +32,7 @@ from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.connection import connect, read_meta
 from governed_evidence.store.schema import SCHEMA_VERSION
 
-__all__ = ["MAX_PASSAGE_CHARS", "IngestReport", "citation_id", "ingest_corpus"]
+__all__ = ["MAX_PASSAGE_CHARS", "IngestReport", "citation_id", "ingest_corpus", "reusable_vectors"]
 
 log = get_logger("ingest")
 
@@ -125,21 +125,23 @@ def _prepare(
     # Refuse credential-shaped text at the block level (a paragraph, a table, a code
     # fence), before chunking, so one secret does not take its neighbours down with it.
     refused: dict[str, int] = {}
+
+    def refuse(text: str) -> bool:
+        """Count the credential shapes in ``text``; True when there are any."""
+        kinds = find_credentials(text)
+        for kind in kinds:
+            refused[kind] = refused.get(kind, 0) + 1
+        return bool(kinds)
+
     kept = []
     for block in doc.blocks:
-        kinds = find_credentials(block.text)
-        if kinds:
-            for kind in kinds:
-                refused[kind] = refused.get(kind, 0) + 1
+        if refuse(block.text):
             report.passages_refused += 1
             continue
         kept.append(block)
     # The title and the heading path are stored and served with every passage (and a
     # heading names its citation id), so a credential there is refused as well.
-    title_kinds = find_credentials(doc.title)
-    for kind in title_kinds:
-        refused[kind] = refused.get(kind, 0) + 1
-    if title_kinds:
+    if refuse(doc.title):
         doc.title = _fallback_title(path)
     for block in kept:
         block.headings = tuple(h for h in block.headings if not find_credentials(h))
@@ -147,10 +149,7 @@ def _prepare(
     oversized = 0
     for chunk in chunk_blocks(kept):
         # Second guard: a credential split across two blocks only shows once they are joined.
-        kinds = find_credentials(chunk.text)
-        if kinds:
-            for kind in kinds:
-                refused[kind] = refused.get(kind, 0) + 1
+        if refuse(chunk.text):
             report.passages_refused += 1
             continue
         if len(chunk.text) > MAX_PASSAGE_CHARS:
@@ -223,7 +222,7 @@ def _prepare(
     return _Prepared(row, passages, inputs)
 
 
-def _reusable_vectors(db: Path, model_id: str, dimension: int, hashes: set[str]) -> dict[str, bytes]:
+def reusable_vectors(db: Path, model_id: str, dimension: int, hashes: set[str]) -> dict[str, bytes]:
     """Vectors of an existing index for passages whose embedder input is unchanged."""
     if not db.is_file() or not hashes:
         return {}
@@ -318,7 +317,7 @@ def ingest_corpus(
     t0 = time.perf_counter()
     all_rows = [p for item in prepared for p in item.passages]
     all_inputs = [t for item in prepared for t in item.embed_inputs]
-    reuse = _reusable_vectors(db, identity.model_id, identity.dimension, {p.text_hash for p in all_rows})
+    reuse = reusable_vectors(db, identity.model_id, identity.dimension, {p.text_hash for p in all_rows})
     todo = [i for i, row in enumerate(all_rows) if row.text_hash not in reuse]
     vectors: dict[str, bytes] = dict(reuse)
     batch = 256
