@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from governed_evidence.embeddings.base import ModelIdentity, Vectors
+from governed_evidence.store.connection import connect, read_meta
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_DATA = SHARED / "data"
@@ -156,3 +157,12 @@ def small_corpus(root: Path) -> Path:
         """,
     )
     return root
+
+
+def meta_of(db: Path) -> dict[str, str]:
+    """The index metadata of ``db``, read through a connection closed afterwards."""
+    conn = connect(db, readonly=True)
+    try:
+        return read_meta(conn)
+    finally:
+        conn.close()

@@ -18,9 +18,9 @@ from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
 from governed_evidence.ingest.loaders.markdown import strip_template_tags
 from governed_evidence.ingest.pipeline import IngestReport, ingest_corpus
-from governed_evidence.store.connection import connect, read_meta
+from governed_evidence.store.connection import connect
 from governed_evidence.store.schema import fts_table
-from tests.helpers import SHARED_DATA, HashEmbedder, small_corpus, write
+from tests.helpers import SHARED_DATA, HashEmbedder, meta_of, small_corpus, write
 
 PUBLIC, INTERNAL, RESTRICTED = Classification.PUBLIC, Classification.INTERNAL, Classification.RESTRICTED
 
@@ -37,14 +37,6 @@ def rows(db: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[obje
     conn = connect(db, readonly=True)
     try:
         return [tuple(r) for r in conn.execute(sql, params).fetchall()]
-    finally:
-        conn.close()
-
-
-def meta_of(db: Path) -> dict[str, str]:
-    conn = connect(db, readonly=True)
-    try:
-        return read_meta(conn)
     finally:
         conn.close()
 

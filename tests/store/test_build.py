@@ -16,7 +16,7 @@ from governed_evidence.ingest.pipeline import IngestReport, ingest_corpus
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.connection import IndexReader, connect, read_meta
 from governed_evidence.store.schema import SCHEMA_VERSION, fts_table
-from tests.helpers import HashEmbedder, write
+from tests.helpers import HashEmbedder, meta_of, write
 
 RESTRICTED = Classification.RESTRICTED
 
@@ -45,14 +45,6 @@ def serves(db: Path, word: str) -> int:
         return int(count)
     finally:
         reader.close()
-
-
-def meta_of(db: Path) -> dict[str, str]:
-    conn = connect(db, readonly=True)
-    try:
-        return read_meta(conn)
-    finally:
-        conn.close()
 
 
 def add_public_page(corpus: Path, name: str, sentence: str) -> None:

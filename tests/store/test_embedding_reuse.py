@@ -7,8 +7,8 @@ from pathlib import Path
 
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import IngestReport, ingest_corpus
-from governed_evidence.store.connection import connect, read_meta
-from tests.helpers import HashEmbedder, write
+from governed_evidence.store.connection import connect
+from tests.helpers import HashEmbedder, meta_of, write
 
 PUBLIC, RESTRICTED = Classification.PUBLIC, Classification.RESTRICTED
 
@@ -28,14 +28,6 @@ def stored(db: Path) -> dict[str, tuple[str, str, bytes]]:
                 "JOIN documents d ON d.id = p.document_id JOIN passage_vectors v ON v.passage_id = p.id"
             )
         }
-    finally:
-        conn.close()
-
-
-def meta_of(db: Path) -> dict[str, str]:
-    conn = connect(db, readonly=True)
-    try:
-        return read_meta(conn)
     finally:
         conn.close()
 
