@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     openai_timeout_s: float = Field(default=30.0, gt=0)
     #: Largest source file ingest will open.
     max_file_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    #: Memory the server may use to hold the searchable vectors for fast meaning search
+    #: (about 1.6 KB a passage); 0, or an index that needs more, uses sqlite-vec's KNN.
+    vector_memory_mb: int = Field(default=4096, ge=0)
     #: "off" disables the confidence gate entirely (evaluation and sabotage runs only).
     gate: Literal["on", "off"] = "on"
     log_level: str = "INFO"

@@ -16,6 +16,7 @@ __all__ = [
     "query_stems",
     "query_tokens",
     "quote_token",
+    "token_stems",
 ]
 
 #: Function words that carry no evidence of relevance; dropped unless nothing else is left.
@@ -54,6 +55,17 @@ def query_stems(conn: apsw.Connection, tokens: list[str]) -> list[str]:
             if stem and stem not in stems:
                 stems.append(stem)
     return stems
+
+
+def token_stems(conn: apsw.Connection, tokens: list[str]) -> list[str]:
+    """The index's stemmed form of each token, one per token (empty when it has none)."""
+    tokenizer = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+    out: list[str] = []
+    for token in tokens:
+        items = tokenizer(token.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
+        stems = [str(i[0] if isinstance(i, tuple) else i) for i in items]
+        out.append(stems[0] if len(stems) == 1 else "")
+    return out
 
 
 def quote_token(token: str) -> str:

@@ -21,7 +21,7 @@ import apsw
 import numpy as np
 
 from governed_evidence.config import Classification
-from governed_evidence.embeddings.base import Embedder, Vectors
+from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import (
     EmbedderError,
     IndexUnavailableError,
@@ -29,7 +29,8 @@ from governed_evidence.errors import (
     NotFoundError,
 )
 from governed_evidence.logging import get_logger
-from governed_evidence.search import sql
+from governed_evidence.search import bm25, sql
+from governed_evidence.search.bm25 import RowTerms
 from governed_evidence.search.fusion import Fused, fuse
 from governed_evidence.search.gate import (
     GateThresholds,
@@ -50,9 +51,11 @@ from governed_evidence.search.models import (
     SourcesResponse,
     Span,
 )
-from governed_evidence.search.query import match_expression, query_stems, query_tokens
+from governed_evidence.search.query import match_expression, query_tokens, token_stems
+from governed_evidence.search.vectors import VectorMatrix, count_searchable, load_matrix, matrix_bytes
 from governed_evidence.store.connection import IndexReader
 from governed_evidence.store.schema import SCHEMA_VERSION
+from governed_evidence.store.text import search_text
 
 __all__ = ["MAX_QUERY_CHARS", "NOT_FOUND_MESSAGE", "Candidate", "Ranking", "SearchService"]
 
@@ -104,6 +107,13 @@ def _span(start: int | None, end: int | None) -> Span | None:
     return Span(start=int(start), end=int(end if end is not None else start))
 
 
+def _embed_and_rank(
+    embedder: Embedder, text: str, matrix: VectorMatrix | None, depth: int
+) -> tuple[np.ndarray, list[tuple[int, float]] | None]:
+    vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
+    return vector, (matrix.knn(vector, depth) if matrix is not None else None)
+
+
 class SearchService:
     """Searches and reads one index file on behalf of callers at one ceiling."""
 
@@ -115,6 +125,7 @@ class SearchService:
         embedder_factory: Callable[[], Embedder] | None = None,
         gate_enabled: bool = True,
         thresholds: GateThresholds | None = None,
+        vector_memory_bytes: int = 0,
     ) -> None:
         self.db = db
         self.ceiling = ceiling
@@ -127,6 +138,12 @@ class SearchService:
         self._embedder_lock = threading.Lock()
         self._integrity: dict[tuple[int, int], str] = {}
         self._pool: ThreadPoolExecutor | None = None
+        # Vectors held in memory (0: never; the vec0 KNN answers every query).
+        self.vector_memory_bytes = vector_memory_bytes
+        self._matrix: tuple[tuple[int, int], VectorMatrix] | None = None
+        self._matrix_attempted: set[tuple[int, int]] = set()
+        self._matrix_lock = threading.Lock()
+        self._totals: dict[tuple[tuple[int, int], int], bm25.TableTotals] = {}
 
     # -- embedder -------------------------------------------------------------------
 
@@ -164,6 +181,83 @@ class SearchService:
         )
         return f"meaning search refused: {mismatch}" if mismatch else None
 
+    # -- vectors in memory ------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Load the query embedder and the in-memory vectors now (serving calls it at start)."""
+        self.embedder()
+        try:
+            generation, conn, meta = self.reader.snapshot()
+        except IndexUnavailableError:
+            return
+        try:
+            if self._semantic_unavailable(meta) is None:
+                self._load_matrix(generation, conn, meta)
+        finally:
+            # This thread's connection is not needed again.
+            self.reader.close()
+
+    def _matrix_for(self, generation: tuple[int, int]) -> VectorMatrix | None:
+        """The in-memory vectors of this file, or None (and a background load is started)."""
+        held = self._matrix
+        if held is not None and held[0] == generation:
+            return held[1]
+        if self.vector_memory_bytes <= 0:
+            return None
+        with self._matrix_lock:
+            if generation in self._matrix_attempted:
+                return None
+            self._matrix_attempted.add(generation)
+        # Until the copy is ready the vec0 KNN answers: the same exact ranking, only slower.
+        threading.Thread(target=self._background_load, name="vector-load", daemon=True).start()
+        return None
+
+    def _background_load(self) -> None:
+        try:
+            generation, conn, meta = self.reader.snapshot()
+            self._load_matrix(generation, conn, meta)
+        except IndexUnavailableError:
+            pass
+        finally:
+            self.reader.close()
+
+    def _load_matrix(self, generation: tuple[int, int], conn: apsw.Connection, meta: dict[str, str]) -> None:
+        with self._matrix_lock:
+            held = self._matrix
+            if held is not None and held[0] == generation:
+                return
+            self._matrix_attempted.add(generation)
+            if self.vector_memory_bytes <= 0:
+                return
+            level = self._level(meta)
+            dimension = int(meta.get("embedding_dimension", "0") or 0)
+            rows = count_searchable(conn, level)
+            needed = matrix_bytes(rows, dimension)
+            if dimension <= 0 or needed > self.vector_memory_bytes:
+                log.warning(
+                    "vectors_not_held_in_memory",
+                    reason="larger than the vector memory budget",
+                    needed_mb=round(needed / 2**20, 1),
+                    budget_mb=round(self.vector_memory_bytes / 2**20, 1),
+                )
+                return
+            # Drop the previous file's copy first, so a rebuild never holds two.
+            self._matrix = None
+            started = time.perf_counter()
+            try:
+                matrix = load_matrix(conn, level, dimension)
+            except (apsw.Error, ValueError) as exc:
+                log.warning("vectors_not_held_in_memory", reason=type(exc).__name__)
+                return
+            self._matrix = (generation, matrix)
+        log.info(
+            "vectors_in_memory",
+            rows=matrix.rows,
+            mb=round(matrix.nbytes / 2**20, 1),
+            ceiling=self.ceiling.label,
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+
     # -- helpers --------------------------------------------------------------------
 
     def _level(self, meta: dict[str, str]) -> Classification:
@@ -180,31 +274,84 @@ class SearchService:
             raise InvalidRequestError(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
         return text
 
+    @staticmethod
     def _coverage(
-        self,
-        conn: apsw.Connection,
-        meta: dict[str, str],
-        level: Classification,
-        stems: list[str],
-        rows: dict[int, tuple[Any, ...]],
+        stems: list[str], frequencies: dict[str, int], rows_total: int, terms: dict[int, RowTerms]
     ) -> dict[int, float]:
         """IDF-weighted share of the query's stems present in each passage."""
         if not stems:
-            return dict.fromkeys(rows, 0.0)
-        total = sql.fts_row_count(meta, level)
-        df = sql.document_frequencies(conn, level, stems)
-        idf = {s: math.log(1.0 + (total - df.get(s, 0) + 0.5) / (df.get(s, 0) + 0.5)) for s in stems}
+            return dict.fromkeys(terms, 0.0)
+        idf = {
+            s: math.log(1.0 + (rows_total - frequencies.get(s, 0) + 0.5) / (frequencies.get(s, 0) + 0.5)) for s in stems
+        }
         denominator = sum(idf.values()) or 1.0
-        tokenizer = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
         wanted = set(stems)
-        out: dict[int, float] = {}
-        for pid, row in rows.items():
-            text = f"{row[sql.COL_TITLE]}\n{row[sql.COL_HEADING]}\n{row[sql.COL_TEXT]}"
-            # Without offsets each token comes back as a tuple (token, *colocated forms).
-            tokens = tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False)
-            present = {str(t[0]) for t in tokens} & wanted
-            out[pid] = sum(idf[s] for s in present) / denominator
-        return out
+        return {pid: sum(idf[s] for s in row.terms & wanted) / denominator for pid, row in terms.items()}
+
+    def _keyword_ranking(
+        self,
+        conn: apsw.Connection,
+        generation: tuple[int, int],
+        level: Classification,
+        tokens: list[str],
+        phrases: list[str],
+        frequencies: dict[str, int],
+        table_rows: int,
+        depth: int,
+        rows: dict[int, tuple[Any, ...]],
+        terms: dict[int, RowTerms],
+        tokenizer: Any,
+    ) -> list[int]:
+        """The keyword ranking: FTS5 bm25 over the whole query, or over its selective words re-scored."""
+        if not tokens:
+            return []
+        keep = bm25.selective_prefix(phrases, frequencies, table_rows)
+        totals = None
+        present = [i for i in keep if frequencies.get(phrases[i], 0) > 0]
+        if len(keep) < len(tokens) and present:
+            # Table statistics come from FTS5 itself, through any row the probe word matches.
+            totals = self._table_totals(conn, generation, level, match_expression([tokens[present[0]]]))
+        if totals is None or "" in phrases:
+            # A token without exactly one stem is a multi-token phrase to FTS5; only FTS5 scores it.
+            return sql.keyword_ranking(conn, level, match_expression(tokens), depth)
+        candidates = sql.keyword_ranking(
+            conn, level, match_expression([tokens[i] for i in keep]), depth * bm25.CANDIDATE_FACTOR
+        )
+        self._fetch_rows(conn, level, candidates, rows, terms, tokenizer)
+        idfs = [bm25.idf(totals.rows, frequencies.get(p, 0)) for p in phrases]
+        scores = {
+            pid: bm25.score(phrases, idfs, terms[pid], sql.BM25_WEIGHTS, totals) for pid in candidates if pid in terms
+        }
+        return sorted(scores, key=lambda pid: (-scores[pid], pid))[:depth]
+
+    def _table_totals(
+        self, conn: apsw.Connection, generation: tuple[int, int], level: Classification, probe: str
+    ) -> bm25.TableTotals | None:
+        key = (generation, int(level))
+        if key not in self._totals:
+            totals = bm25.table_totals(conn, level, probe)
+            if totals is None:
+                return None
+            self._totals = {key: totals}
+        return self._totals[key]
+
+    @staticmethod
+    def _fetch_rows(
+        conn: apsw.Connection,
+        level: Classification,
+        ids: list[int] | set[int],
+        rows: dict[int, tuple[Any, ...]],
+        terms: dict[int, RowTerms],
+        tokenizer: Any,
+    ) -> None:
+        """Rows (and their indexed terms) for ``ids`` not fetched yet; the ceiling is re-checked."""
+        missing = {p for p in ids if p not in rows}
+        fetched = sql.passages_by_id(conn, level, missing)
+        for pid, row in fetched.items():
+            rows[pid] = row
+            terms[pid] = bm25.row_terms(
+                tokenizer, (row[sql.COL_TITLE], row[sql.COL_HEADING], search_text(row[sql.COL_TEXT]))
+            )
 
     # -- search ---------------------------------------------------------------------
 
@@ -213,48 +360,72 @@ class SearchService:
         text = self._validate_query(query)
         if mode not in ("hybrid", "keyword", "semantic"):
             raise InvalidRequestError("mode must be one of: hybrid, keyword, semantic")
-        conn, meta = self.reader.connection()
+        generation, conn, meta = self.reader.snapshot()
         level = self._level(meta)
 
         search_mode: SearchMode = mode
         mode_reason: str | None = None
-        query_vector: bytes | None = None
+        query_vector: np.ndarray | None = None
         unavailable = self._semantic_unavailable(meta)
-        pending: Future[Vectors] | None = None
+        pending: Future[tuple[np.ndarray, list[tuple[int, float]] | None]] | None = None
+        matrix: VectorMatrix | None = None
         if unavailable is None:
             embedder = self.embedder()
             assert embedder is not None
-            # The query is embedded on a worker thread while the full-text query runs here
-            # (both release the GIL); the results are the same as running them in turn.
-            pending = self._embed_pool().submit(embedder.embed, [text])
+            matrix = self._matrix_for(generation) if mode != "keyword" else None
+            # The query is embedded (and, with the vectors in memory, ranked) on a worker
+            # thread while the full-text query runs here; both release the GIL, and the
+            # results are the same as running them in turn.
+            pending = self._embed_pool().submit(_embed_and_rank, embedder, text, matrix, depth)
 
         tokens = query_tokens(conn, text)
+        phrases = token_stems(conn, tokens)
+        stems = list(dict.fromkeys(p for p in phrases if p))
+        frequencies = sql.document_frequencies(conn, level, stems)
+        tokenizer = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+        table_rows = sql.fts_row_count(meta, level)
+        rows: dict[int, tuple[Any, ...]] = {}
+        terms: dict[int, RowTerms] = {}
+
+        def keyword() -> list[int]:
+            return self._keyword_ranking(
+                conn, generation, level, tokens, phrases, frequencies, table_rows, depth, rows, terms, tokenizer
+            )
+
         keyword_ids: list[int] = []
         if mode in ("hybrid", "keyword") and tokens:
-            keyword_ids = sql.keyword_ranking(conn, level, match_expression(tokens), depth)
+            keyword_ids = keyword()
+        nearest: list[tuple[int, float]] | None = None
         if pending is not None:
             try:
-                query_vector = np.asarray(pending.result()[0], dtype=np.float32).tobytes()
+                query_vector, nearest = pending.result()
             except EmbedderError as exc:
                 unavailable = f"meaning search unavailable: {exc}"
         if unavailable is not None and mode != "keyword":
             search_mode, mode_reason = "keyword", unavailable
         if search_mode == "keyword" and mode == "semantic" and tokens:
-            keyword_ids = sql.keyword_ranking(conn, level, match_expression(tokens), depth)
+            keyword_ids = keyword()
         semantic_ids: list[int] = []
         distances: dict[int, float] = {}
         if search_mode in ("hybrid", "semantic") and query_vector is not None:
-            for pid, distance in sql.vector_ranking(conn, level, query_vector, depth):
+            if nearest is None:
+                nearest = sql.vector_ranking(conn, level, query_vector.tobytes(), depth)
+            for pid, distance in nearest:
                 semantic_ids.append(pid)
                 distances[pid] = distance
 
-        rows = sql.passages_by_id(conn, level, set(keyword_ids) | set(semantic_ids))
+        self._fetch_rows(conn, level, set(keyword_ids) | set(semantic_ids), rows, terms, tokenizer)
         keyword_ids = [p for p in keyword_ids if p in rows]
         semantic_ids = [p for p in semantic_ids if p in rows]
-        coverage = self._coverage(conn, meta, level, query_stems(conn, tokens), rows)
+        ranked = set(keyword_ids) | set(semantic_ids)
+        rows = {p: r for p, r in rows.items() if p in ranked}
+        coverage = self._coverage(stems, frequencies, sql.fts_row_count(meta, level), {p: terms[p] for p in rows})
         if query_vector is not None:
             missing = [p for p in rows if p not in distances]
-            distances.update(sql.cosine_distances(conn, query_vector, missing))
+            if matrix is not None:
+                distances.update(matrix.distances(query_vector, missing))
+            else:
+                distances.update(sql.cosine_distances(conn, query_vector.tobytes(), missing))
 
         if search_mode == "keyword":
             fused = fuse(keyword_ids, [], dict.fromkeys(keyword_ids, 1.0))

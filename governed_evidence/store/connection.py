@@ -89,10 +89,15 @@ class IndexReader:
 
     def connection(self) -> tuple[apsw.Connection, dict[str, str]]:
         """This thread's connection and the index metadata it serves."""
+        _, conn, meta = self.snapshot()
+        return conn, meta
+
+    def snapshot(self) -> tuple[tuple[int, int], apsw.Connection, dict[str, str]]:
+        """Like :meth:`connection`, with the identity of the file that connection reads."""
         generation = self._generation()
         cached = getattr(self._local, "state", None)
         if cached is not None and cached[0] == generation:
-            return cached[1], cached[2]
+            return (generation.device, generation.inode), cached[1], cached[2]
         if cached is not None:
             cached[1].close()
             self._local.state = None
@@ -103,7 +108,7 @@ class IndexReader:
             conn.close()
             raise
         self._local.state = (generation, conn, meta)
-        return conn, meta
+        return (generation.device, generation.inode), conn, meta
 
     def close(self) -> None:
         cached = getattr(self._local, "state", None)
