@@ -26,7 +26,15 @@ import numpy as np
 
 from governed_evidence.config import Classification
 
-__all__ = ["EXACT_ROWS", "VectorMatrix", "count_searchable", "load_matrix", "matrix_bytes", "rescore_count"]
+__all__ = [
+    "EXACT_ROWS",
+    "VectorMatrix",
+    "count_searchable",
+    "load_matrix",
+    "matrix_bytes",
+    "rescore_count",
+    "sign_codes",
+]
 
 #: Float32 bytes per dimension; the budget check multiplies it by rows and dimension.
 _FLOAT_BYTES = 4
@@ -50,7 +58,8 @@ class VectorMatrix:
     level: Classification
     ids: np.ndarray
     matrix: np.ndarray
-    #: Sign bits of every row, packed (None: every query is a full matrix product).
+    #: Sign bits of every row, word-major (see :func:`sign_codes`); None: every query is a full
+    #: matrix product.
     codes: np.ndarray | None = None
 
     @property
@@ -70,14 +79,29 @@ class VectorMatrix:
             rows = np.arange(self.rows)
             scores = self.matrix @ unit
         else:
-            distance = np.bitwise_count(self.codes ^ _signs(unit)).sum(axis=1, dtype=np.uint16)
-            wanted = rescore_count(self.rows, k)
-            rows = np.argpartition(distance, wanted - 1)[:wanted] if wanted < self.rows else np.arange(self.rows)
+            rows = self._nearest_codes(_signs(unit), rescore_count(self.rows, k))
             scores = self.matrix[rows] @ unit
         top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         # lexsort: last key is primary; the id breaks ties, so the order is deterministic.
         order = top[np.lexsort((self.ids[rows[top]], -scores[top]))]
         return [(int(self.ids[rows[i]]), float(1.0 - scores[i])) for i in order]
+
+    def _nearest_codes(self, query_code: np.ndarray, wanted: int) -> np.ndarray:
+        """Row positions of the ``wanted`` smallest Hamming distances to ``query_code``."""
+        assert self.codes is not None
+        # Codes are stored word-major (one contiguous array per 64-bit word): XOR and popcount
+        # then stream through memory, several times faster than row-major on the same data.
+        distance = np.bitwise_count(self.codes[0] ^ query_code[0]).astype(np.uint16)
+        for word in range(1, self.codes.shape[0]):
+            distance += np.bitwise_count(self.codes[word] ^ query_code[word])
+        if wanted >= self.rows:
+            return np.arange(self.rows)
+        # Distances are small integers: a histogram finds the cut-off without sorting.
+        counts = np.bincount(distance)
+        cutoff = int(np.searchsorted(np.cumsum(counts), wanted))
+        below = np.flatnonzero(distance < cutoff)
+        at = np.flatnonzero(distance == cutoff)[: wanted - below.shape[0]]
+        return np.concatenate((below, at))
 
     def distances(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
         """Cosine distance for specific passages; ids not held (above the ceiling, absent) are skipped."""
@@ -98,10 +122,17 @@ def _unit(vector: np.ndarray) -> np.ndarray:
 
 
 def _signs(matrix: np.ndarray) -> np.ndarray:
-    """Packed sign bits (1 where a component is positive), one row per vector."""
+    """Sign bits (1 where a component is positive) packed into 64-bit words, one row per vector."""
     bits = np.packbits(matrix > 0, axis=-1)
-    # Whole 64-bit words make the XOR and popcount six operations a row instead of 48.
-    return bits.view(np.uint64) if bits.shape[-1] % 8 == 0 else bits
+    pad = (-bits.shape[-1]) % 8
+    if pad:
+        bits = np.concatenate((bits, np.zeros((*bits.shape[:-1], pad), dtype=np.uint8)), axis=-1)
+    return np.ascontiguousarray(bits).view(np.uint64)
+
+
+def sign_codes(matrix: np.ndarray) -> np.ndarray:
+    """Word-major sign codes of a (rows, dimension) matrix: shape (words, rows)."""
+    return np.ascontiguousarray(_signs(matrix).T)
 
 
 def count_searchable(conn: apsw.Connection, level: Classification) -> int:
@@ -113,7 +144,7 @@ def count_searchable(conn: apsw.Connection, level: Classification) -> int:
 
 def matrix_bytes(rows: int, dimension: int) -> int:
     """Memory for ``rows`` vectors: the float matrix, the ids and (when used) the sign codes."""
-    codes = (dimension + 7) // 8 if rows > EXACT_ROWS else 0
+    codes = 8 * ((dimension + 63) // 64) if rows > EXACT_ROWS else 0
     return rows * (dimension * _FLOAT_BYTES + 8 + codes)
 
 
@@ -124,8 +155,8 @@ def load_matrix(conn: apsw.Connection, level: Classification, dimension: int) ->
     ids = np.empty(expected, dtype=np.int64)
     codes: np.ndarray | None = None
     if expected > EXACT_ROWS:
-        width = _signs(np.zeros((1, dimension), dtype=np.float32)).shape[-1]
-        codes = np.empty((expected, width), dtype=_signs(np.zeros((1, dimension), dtype=np.float32)).dtype)
+        words = _signs(np.zeros((1, dimension), dtype=np.float32)).shape[-1]
+        codes = np.empty((words, expected), dtype=np.uint64)
     rows = 0
     pending_ids: list[int] = []
     pending: list[bytes] = []
@@ -145,7 +176,7 @@ def load_matrix(conn: apsw.Connection, level: Classification, dimension: int) ->
         np.divide(block, norms, out=matrix[rows:end], where=norms > 0)
         matrix[rows:end][(norms <= 0).reshape(-1)] = 0.0
         if codes is not None:
-            codes[rows:end] = _signs(matrix[rows:end])
+            codes[:, rows:end] = _signs(matrix[rows:end]).T
         ids[rows:end] = pending_ids
         rows = end
         pending.clear()
@@ -162,10 +193,10 @@ def load_matrix(conn: apsw.Connection, level: Classification, dimension: int) ->
             flush()
     flush()
     matrix, ids = matrix[:rows], ids[:rows]
-    codes = codes[:rows] if codes is not None else None
+    codes = np.ascontiguousarray(codes[:, :rows]) if codes is not None and rows < expected else codes
     if rows > 1 and not bool(np.all(ids[1:] > ids[:-1])):
         # Sorted in numpy, not with ORDER BY, which would spill every vector into a temporary b-tree.
         order = np.argsort(ids, kind="stable")
         ids, matrix = ids[order], matrix[order]
-        codes = codes[order] if codes is not None else None
+        codes = np.ascontiguousarray(codes[:, order]) if codes is not None else None
     return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes)

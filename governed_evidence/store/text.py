@@ -21,7 +21,8 @@ _TRIGGERS = ("[", "<", "http", "www.", "---")
 def search_text(text: str) -> str:
     """What the full-text index holds for a passage body."""
     if not any(t in text for t in _TRIGGERS):
-        return re.sub(r"[ \t]+", " ", text).strip()
+        # Spacing does not change a token; the index is contentless and keeps only tokens.
+        return text
     text = _MD_IMAGE.sub(r"\1", text)
     text = _MD_LINK.sub(r"\1", text)
     text = _MD_REF.sub("", text)

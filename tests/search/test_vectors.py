@@ -70,7 +70,7 @@ def test_sign_code_prefilter_is_exact_when_rescoring_everything(monkeypatch: pyt
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     ids = np.arange(1, 3001, dtype=np.int64)
     exact = VectorMatrix(Classification.PUBLIC, ids, rows)
-    coded = VectorMatrix(Classification.PUBLIC, ids, rows, codes=vectors._signs(rows))
+    coded = VectorMatrix(Classification.PUBLIC, ids, rows, codes=vectors.sign_codes(rows))
     monkeypatch.setattr(vectors, "RESCORE_MIN", 3000)
     for _ in range(20):
         query = rng.standard_normal(64).astype(np.float32)
@@ -89,7 +89,7 @@ def test_sign_code_prefilter_recall_and_exact_distances(monkeypatch: pytest.Monk
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     ids = np.arange(1, 20_001, dtype=np.int64)
     exact = VectorMatrix(Classification.PUBLIC, ids, rows)
-    coded = VectorMatrix(Classification.PUBLIC, ids, rows, codes=vectors._signs(rows))
+    coded = VectorMatrix(Classification.PUBLIC, ids, rows, codes=vectors.sign_codes(rows))
     assert vectors.rescore_count(20_000, 10) == 2000
     found = 0
     for i in range(50):
