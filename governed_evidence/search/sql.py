@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 
 from governed_evidence.config import Classification
-from governed_evidence.store.schema import fts_table, vocab_table
+from governed_evidence.store.schema import fts_table, terms_table
 
 __all__ = [
     "BM25_WEIGHTS",
@@ -123,7 +123,7 @@ def document_frequencies(conn: apsw.Connection, level: Classification, stems: li
     if not stems:
         return {}
     marks = ",".join("?" * len(stems))
-    rows = conn.execute(f"SELECT term, doc FROM {vocab_table(level)} WHERE term IN ({marks})", stems)
+    rows = conn.execute(f"SELECT term, doc FROM {terms_table(level)} WHERE term IN ({marks})", stems)
     return {str(t): int(d) for t, d in rows}
 
 

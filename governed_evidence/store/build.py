@@ -18,7 +18,7 @@ import apsw
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
 from governed_evidence.store.connection import connect
-from governed_evidence.store.schema import fts_table, schema_sql
+from governed_evidence.store.schema import fts_table, schema_sql, terms_table, vocab_table
 
 __all__ = ["DocumentRow", "IndexBuilder", "PassageRow"]
 
@@ -198,6 +198,9 @@ class IndexBuilder:
             (indexed,) = conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone() or (0,)
             if expected != indexed:
                 problems.append(f"{table} holds {indexed} rows, expected {expected}")
+            (terms,) = conn.execute(f"SELECT count(*) FROM {terms_table(level)}").fetchone() or (0,)
+            if indexed and not terms:
+                problems.append(f"{terms_table(level)} is empty")
         if problems:
             raise IngestError("index verification failed: " + "; ".join(problems))
 
@@ -236,6 +239,8 @@ class IndexBuilder:
             (rows,) = self.conn.execute(f"SELECT count(*) FROM {fts_table(level)}_docsize").fetchone() or (0,)
             # Read by the gate's IDF; stored so a query never counts the index.
             self.set_meta({f"fts_rows_{level.label}": str(rows)})
+            # Document frequencies, copied once so a query looks them up instead of walking postings.
+            self.conn.execute(f"INSERT INTO {terms_table(level)}(term, doc) SELECT term, doc FROM {vocab_table(level)}")
         self.conn.execute("COMMIT")
         self._carry_over_statistics()
         self.conn.execute("PRAGMA journal_mode=DELETE")

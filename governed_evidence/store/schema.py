@@ -6,6 +6,11 @@ a single shared index would let restricted passages move public scores and ranks
 cumulative per-level indexes, a caller at ceiling ``internal`` is ranked exactly as if the
 restricted documents had never been ingested. The FTS tables are contentless: they rank
 rowids, and passage text is always read from ``passages`` under the caller's ceiling.
+
+Each level also has a plain table of document frequencies (``passages_terms_*``), filled
+from FTS5's vocabulary when the build finishes: fts5vocab counts a term's rows by walking
+its posting list, which costs as much as searching for it (tens of milliseconds for a
+common word at a million passages); a primary-key lookup costs microseconds.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "fts_table",
     "schema_sql",
+    "terms_table",
     "vocab_table",
 ]
 
-SCHEMA_VERSION = 1
+#: 2: per-level document-frequency tables.
+SCHEMA_VERSION = 2
 
 #: Porter stemming over unicode61 (diacritics folded); query text is tokenised with the
 #: same tokenizer so that what a user types is searched as plain words.
@@ -33,6 +40,10 @@ def fts_table(level: Classification) -> str:
 
 def vocab_table(level: Classification) -> str:
     return f"passages_vocab_{level.label}"
+
+
+def terms_table(level: Classification) -> str:
+    return f"passages_terms_{level.label}"
 
 
 def schema_sql(dimension: int, ceiling: Classification) -> str:
@@ -97,6 +108,7 @@ CREATE VIRTUAL TABLE {fts_table(level)} USING fts5(
     tokenize='{FTS_TOKENIZER}'
 );
 CREATE VIRTUAL TABLE {vocab_table(level)} USING fts5vocab({fts_table(level)}, row);
+CREATE TABLE {terms_table(level)} (term TEXT PRIMARY KEY, doc INTEGER NOT NULL) WITHOUT ROWID;
 """
         )
     return "".join(parts)

@@ -111,3 +111,13 @@ def test_two_step_keyword_ranking_matches_the_full_query(
         # Candidates from the rarest word only: the shared prefix is the full query's order.
         assert got_ids == [p for p in expected_ids if p in set(got_ids)][: len(got_ids)]
     assert two_step >= 2
+
+
+@pytest.mark.parametrize("level", list(Classification))
+def test_stored_document_frequencies_equal_fts5_vocabulary(built_index: Path, level: Classification) -> None:
+    from governed_evidence.store.schema import terms_table, vocab_table
+
+    conn = connect(built_index, readonly=True)
+    stored = conn.execute(f"SELECT term, doc FROM {terms_table(level)} ORDER BY term").fetchall()
+    live = conn.execute(f"SELECT term, doc FROM {vocab_table(level)} ORDER BY term").fetchall()
+    assert stored == live and len(stored) > 10
