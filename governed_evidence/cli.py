@@ -57,11 +57,19 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         ceiling=parse_level(args.ceiling),
         default_classification=parse_level(args.default_classification),
         max_file_bytes=settings.max_file_bytes,
+        force=args.force,
     )
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
         return 0
     secs = report.seconds
+    if report.unchanged:
+        print(
+            f"Index unchanged since {report.built_at}: {report.documents_indexed} documents, "
+            f"{report.passages} passages in {db} (corpus fingerprint matches); use --force to rebuild"
+        )
+        print(f"  checked in {secs['total']:.1f} s; rejections and warnings are listed when the index is rebuilt")
+        return 0
     rate = report.passages / secs["total"] if secs.get("total") else 0.0
     print(f"Indexed {report.documents_indexed} documents, {report.passages} passages into {db}")
     print(
@@ -191,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--embedder", choices=["default", "openai"], help="embedder (default: $GOVERNED_EVIDENCE_EMBEDDER or default)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even when the corpus, settings and model are unchanged since the index was built",
     )
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     p.set_defaults(func=_cmd_ingest)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,22 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert report["superseded_documents"] == 1
     assert report["passages_refused"] >= 1
     return path
+
+
+def test_ingest_of_the_unchanged_corpus_keeps_the_index(db: Path, tmp_path: Path) -> None:
+    """A second process with the real model computes the same fingerprint and keeps the file."""
+    copy = tmp_path / "evidence.sqlite"
+    shutil.copyfile(db, copy)
+    before = copy.read_bytes()
+    args = ("ingest", "--corpus", "data/sample_corpus", "--db", str(copy), "--ceiling", "restricted")
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Index unchanged since ")
+    assert "22 documents" in done.stdout and "use --force to rebuild" in done.stdout
+    done = cli(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["unchanged"] is True
+    assert copy.read_bytes() == before
 
 
 def search(db: Path, query: str, *extra: str) -> SearchResponse:

@@ -1,7 +1,7 @@
 """YAML front matter, read without reading the rest of the document.
 
 Classification lives in the front matter, and a document above the ceiling must never be
-read past its metadata, so this reads only up to the closing ``---``.
+parsed past its metadata, so this reads only up to the closing ``---``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,21 @@
 """Ingest a corpus folder into a new index file, atomically.
 
 Order matters for governance: a file's classification is decided from its path and front
-matter *before* its content is read, and a document above the build ceiling is only
-counted, never read, embedded or named.
+matter *before* its content is parsed, and a document above the build ceiling is only
+counted, never parsed past its metadata, embedded or named.
+
+A corpus that has not changed since the index was built is not rebuilt: a fingerprint of
+the corpus and of the settings that shape the index is stored in the index, and a new
+ingest compares it before parsing anything (see :func:`corpus_fingerprint`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -17,13 +24,15 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import apsw
 import numpy as np
 
 from governed_evidence.config import Classification
-from governed_evidence.embeddings.base import Embedder
-from governed_evidence.errors import FileRejectedError, IngestError
+from governed_evidence.embeddings.base import Embedder, ModelIdentity
+from governed_evidence.errors import FileRejectedError, GovernedEvidenceError, IngestError
 from governed_evidence.ingest.chunker import Chunk, chunk_blocks
 from governed_evidence.ingest.classify import classify, level_from_path
+from governed_evidence.ingest.frontmatter import FRONT_MATTER_LIMIT
 from governed_evidence.ingest.guards import check_source_location, check_source_size, find_credentials
 from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
 from governed_evidence.ingest.markup import search_text
@@ -32,13 +41,27 @@ from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.connection import connect, read_meta
 from governed_evidence.store.schema import SCHEMA_VERSION
 
-__all__ = ["MAX_PASSAGE_CHARS", "IngestReport", "citation_id", "ingest_corpus", "reusable_vectors"]
+__all__ = [
+    "INGEST_LOGIC_VERSION",
+    "MAX_PASSAGE_CHARS",
+    "IngestReport",
+    "citation_id",
+    "corpus_fingerprint",
+    "ingest_corpus",
+    "reusable_vectors",
+]
 
 log = get_logger("ingest")
 
 #: Longest passage stored. Prose passages are at most a few thousand characters (the
 #: largest in the GSA handbook is about 8,300); the cap bounds what one citation can carry.
 MAX_PASSAGE_CHARS = 20_000
+
+#: Version of what turns files into an index: loaders, guards, classification, chunking,
+#: citation ids and what a passage stores. It is part of the corpus fingerprint, so bump it
+#: with any change that would build the same corpus into a different index; otherwise an
+#: index built by the old logic is kept as "unchanged".
+INGEST_LOGIC_VERSION = 1
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -58,9 +81,17 @@ class IngestReport:
     rejected: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    #: True when the corpus fingerprint matched and the existing index was kept as it was:
+    #: the counts then come from that index, and rejections and warnings (which only a
+    #: parse finds) are not repeated.
+    unchanged: bool = False
+    #: Build time of the index now at the target (the kept one when ``unchanged``).
+    built_at: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "unchanged": self.unchanged,
+            "built_at": self.built_at,
             "files_seen": self.files_seen,
             "documents_indexed": self.documents_indexed,
             "superseded_documents": self.superseded_documents,
@@ -108,6 +139,127 @@ def _walk(corpus: Path) -> Iterator[Path]:
         if path.is_dir() and not path.is_symlink():
             continue
         yield path
+
+
+@dataclass(frozen=True)
+class _Source:
+    path: Path
+    rel: PurePosixPath
+    #: A format a loader reads; other files are only counted.
+    supported: bool
+
+
+def _sources(corpus: Path) -> list[_Source]:
+    """Every file an ingest considers. The fingerprint and the build both iterate this one
+    list, so what is fingerprinted is exactly what is built."""
+    return [
+        _Source(path, PurePosixPath(path.relative_to(corpus).as_posix()), path.suffix.lower() in SUPPORTED_SUFFIXES)
+        for path in _walk(corpus)
+    ]
+
+
+def _source_state(path: Path, root: Path, max_file_bytes: int) -> list[object]:
+    """What the build's outcome for one supported file depends on, found without parsing it.
+
+    The same location guard as the build decides whether the file may be opened at all; a
+    file that may not (a link leaving the corpus, a loop, a pipe) is described by the reason
+    alone, which is all the build learns of it too. A file over the size limit is only read
+    as far as classification reads it (its front matter window): the build refuses it by its
+    size, so the rest of its bytes cannot change the index, and reading them would defeat
+    the limit. Every other file is hashed whole, whatever its classification: a change to a
+    document above the ceiling (a relabelled one, say) must rebuild too. Its bytes go into
+    the one corpus digest only; nothing about it is parsed, stored or named.
+    """
+    try:
+        check_source_location(path, root, root_resolved=True)
+    except FileRejectedError as exc:
+        return ["refused", str(exc)]
+    try:
+        # Non-blocking, and checked again on the open descriptor: a pipe swapped in after the
+        # location check must neither block the ingest nor be read.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return ["unreadable", type(exc).__name__]
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ["refused", "not a regular file"]
+        remaining = info.st_size if info.st_size <= max_file_bytes else FRONT_MATTER_LIMIT
+        digest = hashlib.sha256()
+        while remaining > 0:
+            block = os.read(fd, min(remaining, 1 << 20))
+            if not block:
+                break
+            digest.update(block)
+            remaining -= len(block)
+        return ["file", info.st_size, digest.hexdigest()]
+    except OSError as exc:
+        return ["unreadable", type(exc).__name__]
+    finally:
+        os.close(fd)
+
+
+def _fingerprint(
+    root: Path,
+    sources: list[_Source],
+    identity: ModelIdentity,
+    *,
+    ceiling: Classification,
+    default_classification: Classification,
+    max_file_bytes: int,
+) -> str:
+    # Everything besides the files that shapes the index: the ingest logic, the schema, the
+    # build settings and the embedding model (its vectors are stored).
+    settings = {
+        "ingest_logic": INGEST_LOGIC_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "max_passage_chars": MAX_PASSAGE_CHARS,
+        "corpus": str(root),
+        "ceiling": ceiling.label,
+        "default_classification": default_classification.label,
+        "max_file_bytes": max_file_bytes,
+        "embedding_model": identity.model_id,
+        "embedding_dimension": identity.dimension,
+        "embedding_model_checksum": identity.checksum,
+    }
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    # Unsupported files never reach the index; they are listed by path (an added or removed
+    # one still rebuilds, conservatively) but never opened.
+    entries = sorted(
+        (str(s.rel), _source_state(s.path, root, max_file_bytes) if s.supported else ["unsupported"]) for s in sources
+    )
+    for rel, state in entries:
+        # One JSON line per file: unambiguous whatever characters a file name holds.
+        digest.update(json.dumps([rel, *state]).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def corpus_fingerprint(
+    corpus: Path,
+    identity: ModelIdentity,
+    *,
+    ceiling: Classification,
+    default_classification: Classification = Classification.RESTRICTED,
+    max_file_bytes: int = 64 * 1024 * 1024,
+) -> str:
+    """SHA-256 over everything an ingest of ``corpus`` depends on.
+
+    Equal fingerprints mean an ingest would build the same index (up to its build time):
+    the ingest logic version, the schema, the settings (resolved corpus path, ceiling,
+    default classification, file size limit), the embedding model, and for every file the
+    walk considers, in path order, its relative path and what its outcome depends on (size
+    and SHA-256 of its bytes). Only this one digest is stored in the index: no file names,
+    sizes or per-file hashes, so it names nothing, above the ceiling or not. It is content
+    based, not time based: touching a file (a new modification time, the same bytes) keeps it.
+    """
+    return _fingerprint(
+        corpus.resolve(),
+        _sources(corpus),
+        identity,
+        ceiling=ceiling,
+        default_classification=default_classification,
+        max_file_bytes=max_file_bytes,
+    )
 
 
 def _fallback_title(path: Path) -> str:
@@ -252,6 +404,50 @@ def reusable_vectors(db: Path, model_id: str, dimension: int, hashes: set[str]) 
         conn.close()
 
 
+def _kept_index(db: Path, fingerprint: str) -> dict[str, str] | None:
+    """Metadata of the index at ``db`` if it was built from this very fingerprint and is
+    sound, else None (then it is rebuilt, as any index that cannot be trusted is)."""
+    if not db.is_file():
+        return None
+    try:
+        conn = connect(db, readonly=True)
+    except (apsw.Error, GovernedEvidenceError, OSError):
+        return None
+    try:
+        meta = read_meta(conn)  # refuses another schema version
+        if meta.get("corpus_fingerprint") != fingerprint:
+            return None
+        # The checks a reader of the file would make: a damaged file is rebuilt, not kept
+        # because its sources happen to be unchanged.
+        if [str(r[0]) for r in conn.execute("PRAGMA quick_check")] != ["ok"]:
+            return None
+        (documents,) = conn.execute("SELECT count(*) FROM documents").fetchone() or (-1,)
+        (passages,) = conn.execute("SELECT count(*) FROM passages").fetchone() or (-1,)
+        (vectors,) = conn.execute("SELECT count(*) FROM passage_vectors").fetchone() or (-1,)
+        if str(documents) != meta.get("documents") or not str(passages) == str(vectors) == meta.get("passages"):
+            return None
+        (superseded,) = conn.execute("SELECT count(*) FROM documents WHERE status = 'superseded'").fetchone() or (0,)
+        return {**meta, "superseded_documents": str(superseded)}
+    except (apsw.Error, GovernedEvidenceError):
+        return None
+    finally:
+        conn.close()
+
+
+def _unchanged_report(sources: list[_Source], meta: dict[str, str]) -> IngestReport:
+    supported = sum(1 for s in sources if s.supported)
+    return IngestReport(
+        files_seen=supported,
+        unsupported_files=len(sources) - supported,
+        documents_indexed=int(meta["documents"]),
+        passages=int(meta["passages"]),
+        superseded_documents=int(meta["superseded_documents"]),
+        excluded_above_ceiling=int(meta.get("excluded_above_ceiling", "0")),
+        unchanged=True,
+        built_at=meta.get("built_at"),
+    )
+
+
 def _terminal_progress(stage: str, done: int, total: int) -> None:
     if sys.stderr.isatty():
         end = "\n" if done >= total else ""
@@ -267,23 +463,61 @@ def ingest_corpus(
     default_classification: Classification = Classification.RESTRICTED,
     max_file_bytes: int = 64 * 1024 * 1024,
     progress: ProgressFn | None = _terminal_progress,
+    force: bool = False,
 ) -> IngestReport:
-    """Build a new index for ``corpus`` at ``db``; the old file serves until the rename."""
+    """Build a new index for ``corpus`` at ``db``; the old file serves until the rename.
+
+    When the index at ``db`` was built from the same corpus fingerprint (same files, same
+    settings, same model) and is sound, it is kept untouched and the report says
+    ``unchanged``; ``force`` rebuilds regardless.
+    """
     if not corpus.is_dir():
         raise IngestError("the corpus folder does not exist or is not a folder")
     report = IngestReport()
     identity = embedder.identity
     started = time.perf_counter()
+    root = corpus.resolve()
+    sources = _sources(corpus)
+    # Taken before anything is parsed: a file changed while this build runs then differs
+    # from the stored fingerprint next time, so it is rebuilt rather than wrongly kept.
+    fingerprint = _fingerprint(
+        root,
+        sources,
+        identity,
+        ceiling=ceiling,
+        default_classification=default_classification,
+        max_file_bytes=max_file_bytes,
+    )
+    report.seconds["fingerprint"] = time.perf_counter() - started
+    if not force:
+        t0 = time.perf_counter()
+        kept = _kept_index(db, fingerprint)
+        if kept is not None:
+            seconds = report.seconds
+            report = _unchanged_report(sources, kept)
+            report.seconds = {**seconds, "check": time.perf_counter() - t0, "total": time.perf_counter() - started}
+            log.info(
+                "ingest_unchanged",
+                documents=report.documents_indexed,
+                passages=report.passages,
+                seconds=round(report.seconds["total"], 3),
+            )
+            return report
+    parse_started = time.perf_counter()
+    # Whether every outcome is a function of what the fingerprint covers. A read that failed
+    # here but not while fingerprinting may be transient: then no fingerprint is stored, so
+    # the next ingest rebuilds instead of keeping the rejection.
+    deterministic = True
     prepared: list[_Prepared] = []
-    for path in _walk(corpus):
-        rel = PurePosixPath(path.relative_to(corpus).as_posix())
-        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+    for source in sources:
+        path, rel = source.path, source.rel
+        if not source.supported:
             report.unsupported_files += 1
             continue
         report.files_seen += 1
         try:
             try:
-                check_source_location(path, corpus)
+                check_source_location(path, root, root_resolved=True)
             except FileRejectedError:
                 # Not safe to open, so only its path can say how sensitive it is; a file
                 # above the ceiling is counted, never named.
@@ -303,10 +537,11 @@ def ingest_corpus(
             continue
         except OSError as exc:
             report.rejected.append((str(rel), f"cannot be read ({type(exc).__name__})"))
+            deterministic = False
             continue
         if item is not None:
             prepared.append(item)
-    report.seconds["parse_and_chunk"] = time.perf_counter() - started
+    report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started
 
     known_paths = {p.row.path for p in prepared}
     for item in prepared:
@@ -343,21 +578,23 @@ def ingest_corpus(
         report.documents_indexed = len(prepared)
         report.superseded_documents = sum(1 for p in prepared if p.row.superseded_by)
         report.passages = len(all_rows)
-        builder.set_meta(
-            {
-                "schema_version": str(SCHEMA_VERSION),
-                "embedding_model": identity.model_id,
-                "embedding_model_checksum": identity.checksum,
-                "embedding_dimension": str(identity.dimension),
-                "ceiling": ceiling.label,
-                "default_classification": default_classification.label,
-                "built_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
-                "corpus_name": corpus.resolve().name,
-                "documents": str(report.documents_indexed),
-                "passages": str(report.passages),
-                "excluded_above_ceiling": str(report.excluded_above_ceiling),
-            }
-        )
+        report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
+        meta = {
+            "schema_version": str(SCHEMA_VERSION),
+            "embedding_model": identity.model_id,
+            "embedding_model_checksum": identity.checksum,
+            "embedding_dimension": str(identity.dimension),
+            "ceiling": ceiling.label,
+            "default_classification": default_classification.label,
+            "built_at": report.built_at,
+            "corpus_name": root.name,
+            "documents": str(report.documents_indexed),
+            "passages": str(report.passages),
+            "excluded_above_ceiling": str(report.excluded_above_ceiling),
+        }
+        if deterministic:
+            meta["corpus_fingerprint"] = fingerprint
+        builder.set_meta(meta)
         builder.commit()
     report.seconds["write"] = time.perf_counter() - t0
     report.seconds["total"] = time.perf_counter() - started

@@ -21,8 +21,8 @@ from tests.helpers import HashEmbedder, meta_of, write
 RESTRICTED = Classification.RESTRICTED
 
 
-def ingest(corpus: Path, db: Path, embedder: object | None = None) -> IngestReport:
-    return ingest_corpus(corpus, db, embedder or HashEmbedder(), ceiling=RESTRICTED, progress=None)  # type: ignore[arg-type]
+def ingest(corpus: Path, db: Path, embedder: object | None = None, *, force: bool = False) -> IngestReport:
+    return ingest_corpus(corpus, db, embedder or HashEmbedder(), ceiling=RESTRICTED, progress=None, force=force)  # type: ignore[arg-type]
 
 
 def digest(path: Path) -> str:
@@ -147,7 +147,7 @@ def test_build_failing_midway_through_writing_leaves_the_old_index(
 
     monkeypatch.setattr(IndexBuilder, "add_passage", add_then_fail)
     with pytest.raises(OSError, match="No space left"):
-        ingest(corpus, db)
+        ingest(corpus, db, force=True)  # the corpus is unchanged: only a forced build writes
     assert len(written) == 3
     assert digest(db) == before
     assert leftovers(db) == []

@@ -13,8 +13,10 @@ from tests.helpers import HashEmbedder, meta_of, write
 PUBLIC, RESTRICTED = Classification.PUBLIC, Classification.RESTRICTED
 
 
-def ingest(corpus: Path, db: Path, embedder: HashEmbedder, ceiling: Classification = RESTRICTED) -> IngestReport:
-    return ingest_corpus(corpus, db, embedder, ceiling=ceiling, progress=None)
+def ingest(
+    corpus: Path, db: Path, embedder: HashEmbedder, ceiling: Classification = RESTRICTED, *, force: bool = False
+) -> IngestReport:
+    return ingest_corpus(corpus, db, embedder, ceiling=ceiling, progress=None, force=force)
 
 
 def stored(db: Path) -> dict[str, tuple[str, str, bytes]]:
@@ -32,14 +34,16 @@ def stored(db: Path) -> dict[str, tuple[str, str, bytes]]:
         conn.close()
 
 
-def test_unchanged_corpus_computes_no_new_embeddings(tmp_path: Path, corpus: Path) -> None:
+def test_forced_rebuild_of_an_unchanged_corpus_computes_no_new_embeddings(tmp_path: Path, corpus: Path) -> None:
     db = tmp_path / "index.sqlite"
     embedder = HashEmbedder()
     first = ingest(corpus, db, embedder)
     assert first.embeddings_computed == first.passages == embedder.texts_embedded > 0
     before = stored(db)
 
-    second = ingest(corpus, db, embedder)
+    # Without force the index would simply be kept (tests/ingest/test_unchanged.py).
+    second = ingest(corpus, db, embedder, force=True)
+    assert not second.unchanged
     assert embedder.texts_embedded == first.passages
     assert second.embeddings_computed == 0
     assert second.embeddings_reused == second.passages == first.passages

@@ -22,7 +22,8 @@ def test_rebuild_carries_the_rate_ledger_over(tmp_path: Path, corpus: Path) -> N
         [("OECD", "data", 1000.0 + i) for i in range(7)],
     )
     conn.close()
-    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None)
+    # Forced: an unchanged corpus would keep the file as it is, cache and all.
+    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None, force=True)
     conn = connect(db, readonly=True)
     (count,) = conn.execute("SELECT count(*) FROM sdmx_rate_ledger WHERE provider = 'OECD'").fetchone()
     (passages,) = conn.execute("SELECT count(*) FROM passages").fetchone()
@@ -35,7 +36,7 @@ def test_rebuild_without_statistics_tables_adds_none(tmp_path: Path, corpus: Pat
     db = tmp_path / "index.sqlite"
     emb = HashEmbedder()
     ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None)
-    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None)
+    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None, force=True)
     conn = connect(db, readonly=True)
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'sdmx%'")}
     conn.close()
