@@ -33,9 +33,9 @@ import sqlite_vec
 
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.minilm import DIMENSION, MODEL_ID, MODEL_SHA256
-from governed_evidence.ingest.markup import search_text
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.schema import SCHEMA_VERSION
+from governed_evidence.store.text import search_text
 
 __all__ = ["GENERATOR_VERSION", "build_corpus_index", "load_reference"]
 

@@ -21,12 +21,12 @@ import numpy as np
 
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
-from governed_evidence.ingest.markup import search_text
 from governed_evidence.ingest.pipeline import reusable_vectors
 from governed_evidence.search.models import SearchMode
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.schema import SCHEMA_VERSION
+from governed_evidence.store.text import search_text
 
 __all__ = ["BeirResult", "build_beir_index", "load_qrels", "ndcg_at_k", "recall_at_k", "run_beir"]
 

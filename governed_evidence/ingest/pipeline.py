@@ -35,11 +35,11 @@ from governed_evidence.ingest.classify import classify, level_from_path
 from governed_evidence.ingest.frontmatter import FRONT_MATTER_LIMIT
 from governed_evidence.ingest.guards import check_source_location, check_source_size, find_credentials
 from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
-from governed_evidence.ingest.markup import search_text
 from governed_evidence.logging import get_logger
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.connection import connect, read_meta
 from governed_evidence.store.schema import SCHEMA_VERSION
+from governed_evidence.store.text import search_text
 
 __all__ = [
     "INGEST_LOGIC_VERSION",
@@ -383,7 +383,9 @@ def reusable_vectors(db: Path, model_id: str, dimension: int, hashes: set[str]) 
     except Exception:  # noqa: BLE001 - an unreadable old index just means nothing to reuse
         return {}
     try:
-        meta = read_meta(conn)
+        # Not read_meta: an index of an older schema still holds good vectors, and a schema
+        # upgrade should not re-embed the corpus. The query below fails on anything else.
+        meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
         if meta.get("embedding_model") != model_id or meta.get("embedding_dimension") != str(dimension):
             return {}
         found: dict[str, bytes] = {}

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import apsw
+
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import IngestReport, ingest_corpus
 from governed_evidence.store.connection import connect
+from governed_evidence.store.schema import SCHEMA_VERSION
 from tests.helpers import HashEmbedder, meta_of, write
 
 PUBLIC, RESTRICTED = Classification.PUBLIC, Classification.RESTRICTED
@@ -129,3 +132,17 @@ def test_new_document_is_the_only_one_embedded(tmp_path: Path, corpus: Path) -> 
     report = ingest(corpus, db, embedder)
     assert report.embeddings_computed == embedder.texts_embedded - count == 1
     assert {path for path, _, _ in stored(db).values()} >= {"public/canteen.md"}
+
+
+def test_an_index_of_an_older_schema_still_lends_its_vectors(tmp_path: Path, corpus: Path) -> None:
+    """A schema upgrade rebuilds the index but does not re-embed the corpus."""
+    db = tmp_path / "index.sqlite"
+    ingest(corpus, db, HashEmbedder())
+    conn = apsw.Connection(str(db))
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
+    again = HashEmbedder()
+    report = ingest(corpus, db, again)
+    assert again.texts_embedded == 0
+    assert report.embeddings_reused == report.passages > 0
+    assert meta_of(db)["schema_version"] == str(SCHEMA_VERSION)
