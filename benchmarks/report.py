@@ -33,7 +33,7 @@ def _goal_table(results: dict[str, Any]) -> list[str]:
         )
     for size in sorted(int(k) for k in sizes):
         s = sizes[str(size)]["search"]
-        ratio = s["vec0_knn_ms"]["p95"] / s["numpy_ms"]["p95"]
+        ratio = _vector_side(s)["p95"] / s["numpy_ms"]["p95"]
         ok = ratio <= 1.5 and s["recall_at_10"] >= 0.99
         rows.append(
             f"| Vector side vs numpy p95, recall@10, {size:,} passages | <= 1.5x, >= 0.99 "
@@ -69,6 +69,12 @@ def _goal_table(results: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _vector_side(s: dict[str, Any]) -> dict[str, float]:
+    """The product's vector ranking: the in-memory copy when it was held, else the vec0 KNN."""
+    found: dict[str, float] = s.get("memory_knn_ms") or s["vec0_knn_ms"]
+    return found
+
+
 def _ms(d: dict[str, Any] | None) -> str:
     if not d:
         return "-"
@@ -78,19 +84,41 @@ def _ms(d: dict[str, Any] | None) -> str:
 def _search_table(sizes: dict[str, Any]) -> list[str]:
     lines = [
         "| Passages | Queries | Query embedding | Keyword | Semantic | Hybrid | Hybrid incl. embedding "
-        "| vec0 KNN alone | numpy exact | vec0 / numpy p50, p95 | recall@10 | Peak RSS |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| Peak RSS | Vectors in memory (load) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size, entry in sorted(sizes.items(), key=lambda kv: int(kv[0])):
         s = entry["search"]
-        ratio50 = s["vec0_knn_ms"]["p50"] / s["numpy_ms"]["p50"] if s["numpy_ms"]["p50"] else float("nan")
-        ratio = s["vec0_knn_ms"]["p95"] / s["numpy_ms"]["p95"] if s["numpy_ms"]["p95"] else float("nan")
+        held = (
+            f"{s['vectors_in_memory_mb']:,.0f} MB ({s['vector_load_s']:.1f} s)"
+            if s.get("vectors_in_memory_mb")
+            else "-"
+        )
         lines.append(
             f"| {int(size):,} | {s['queries']} | {_ms(s['query_embed_ms'])} | {_ms(s['keyword_ms'])} "
-            f"| {_ms(s['semantic_ms'])} "
-            f"| {_ms(s['hybrid_ms'])} | {_ms(s['hybrid_with_embedding_ms'])} | {_ms(s['vec0_knn_ms'])} "
-            f"| {_ms(s['numpy_ms'])} | {ratio50:.1f}x / {ratio:.1f}x | {s['recall_at_10']:.3f} "
-            f"| {s['peak_rss_mb']:.0f} MB |"
+            f"| {_ms(s['semantic_ms'])} | {_ms(s['hybrid_ms'])} | {_ms(s['hybrid_with_embedding_ms'])} "
+            f"| {s['peak_rss_mb']:.0f} MB | {held} |"
+        )
+    return lines
+
+
+def _sides_table(sizes: dict[str, Any]) -> list[str]:
+    lines = [
+        "| Passages | Vector side (strategy) | vec0 KNN | numpy exact | vector side / numpy p50, p95 "
+        "| recall@10 (vec0) | FTS5 whole query | keyword top-10 overlap |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, entry in sorted(sizes.items(), key=lambda kv: int(kv[0])):
+        s = entry["search"]
+        side = _vector_side(s)
+        ratio50 = side["p50"] / s["numpy_ms"]["p50"] if s["numpy_ms"]["p50"] else float("nan")
+        ratio = side["p95"] / s["numpy_ms"]["p95"] if s["numpy_ms"]["p95"] else float("nan")
+        overlap = s.get("keyword_overlap_at_10")
+        lines.append(
+            f"| {int(size):,} | {_ms(side)} ({s.get('vector_strategy', 'vec0 KNN')}) | {_ms(s['vec0_knn_ms'])} "
+            f"| {_ms(s['numpy_ms'])} | {ratio50:.2f}x / {ratio:.2f}x "
+            f"| {s['recall_at_10']:.3f} ({s.get('vec0_recall_at_10', s['recall_at_10']):.3f}) "
+            f"| {_ms(s.get('fts_whole_query_ms'))} | {'-' if overlap is None else f'{overlap:.3f}'} |"
         )
     return lines
 
@@ -180,11 +208,26 @@ def write_report(results: dict[str, Any], md_path: Path, json_path: Path) -> Non
         "The query embedding (real MiniLM int8, one query at a time) is timed separately; the keyword,",
         "semantic and hybrid columns use precomputed query vectors behind a stub embedder with the real",
         "model's identity, so they are the search alone. *Hybrid incl. embedding* runs the real model inside",
-        "the search, as a caller sees it. *vec0 KNN alone* is the vector ranking query (k=50, ceiling filter);",
-        "*numpy exact* is a brute-force matrix product plus top-k over the same vectors with the same filter,",
-        "the physical-limit anchor; recall@10 is the vec0 ranking's top 10 against the exact top 10.",
+        "the search, as a caller sees it. The service holds the searchable vectors in memory (the server's",
+        "default, `GOVERNED_EVIDENCE_VECTOR_MEMORY_MB=4096`; the copy is made before timing starts, its load",
+        "time is shown). numpy runs on one BLAS thread.",
         "",
         *_search_table(sizes),
+        "",
+        "### Each side alone",
+        "",
+        "*Vector side* is the product's vector ranking alone (k=50, ceiling applied): an exact matrix product",
+        "up to 50,000 visible passages, above that a sign-code (1 bit per dimension) Hamming scan picking 1%",
+        "of the rows (at least 2,000) for exact rescoring (ADR 0007). *vec0 KNN* is sqlite-vec's KNN query",
+        "with the ceiling filter inside it (used while the copy loads or when it would exceed the memory",
+        "budget). *numpy exact* is a brute-force matrix product plus top-k over the same vectors with the",
+        "same filter, the physical-limit anchor; recall@10 is each ranking's top 10 against the exact top 10.",
+        "*FTS5 whole query* is the OR query over every query word; the product's keyword side sends only the",
+        "most selective words when the whole query would touch more than 40,000 rows and re-scores the",
+        "candidates with FTS5's bm25 formula; *keyword top-10 overlap* compares its top 10 with the whole",
+        "query's.",
+        "",
+        *_sides_table(sizes),
         "",
         "### Generated corpora",
         "",

@@ -372,11 +372,12 @@ class SearchService:
         if unavailable is None:
             embedder = self.embedder()
             assert embedder is not None
-            matrix = self._matrix_for(generation) if mode != "keyword" else None
+            matrix = self._matrix_for(generation)
             # The query is embedded (and, with the vectors in memory, ranked) on a worker
             # thread while the full-text query runs here; both release the GIL, and the
             # results are the same as running them in turn.
-            pending = self._embed_pool().submit(_embed_and_rank, embedder, text, matrix, depth)
+            ranker = matrix if mode != "keyword" else None
+            pending = self._embed_pool().submit(_embed_and_rank, embedder, text, ranker, depth)
 
         tokens = query_tokens(conn, text)
         phrases = token_stems(conn, tokens)
