@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -16,14 +17,18 @@ from typing import TYPE_CHECKING
 
 from governed_evidence import __version__
 from governed_evidence.config import Classification, Settings, parse_level
-from governed_evidence.embeddings.factory import make_embedder
 from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
 from governed_evidence.logging import configure_logging
-from governed_evidence.search.models import IndexStatus, SearchResponse
-from governed_evidence.search.service import SearchService
 
+# Commands import what they use when they run: `serve` must not pay at start-up for the
+# ingest parsers, the evaluation client or the statistics HTTP stack (tests/mcp/test_startup.py).
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from governed_evidence.embeddings.base import Embedder
     from governed_evidence.sdmx.service import SdmxService
+    from governed_evidence.search.models import IndexStatus, SearchResponse
+    from governed_evidence.search.service import SearchService
 
 __all__ = ["main"]
 
@@ -34,18 +39,24 @@ def _settings() -> Settings:
     return Settings()
 
 
-def _service(args: argparse.Namespace, settings: Settings) -> SearchService:
+def _service(
+    args: argparse.Namespace, settings: Settings, embedder_factory: Callable[[], Embedder] | None = None
+) -> SearchService:
+    from governed_evidence.embeddings.factory import make_embedder
+    from governed_evidence.search.service import SearchService
+
     ceiling = parse_level(args.ceiling) if getattr(args, "ceiling", None) else settings.ceiling_level
     db = Path(args.db) if args.db else settings.db
     return SearchService(
         db,
         ceiling=ceiling,
-        embedder_factory=lambda: make_embedder(settings),
+        embedder_factory=embedder_factory or (lambda: make_embedder(settings)),
         gate_enabled=settings.gate == "on",
     )
 
 
 def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.ingest.pipeline import ingest_corpus
 
     db = Path(args.db) if args.db else settings.db
@@ -155,20 +166,33 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    import threading
+    from governed_evidence.embeddings.factory import BackgroundEmbedder
 
-    from governed_evidence.logging import route_library_loggers
-    from governed_evidence.mcp import build_app
+    # The model is the longest part of start-up after the MCP imports, and most of it runs
+    # in native code without the GIL: start it first, so it loads while fastmcp is imported
+    # and the client initialises, and the first search does not wait for it.
+    model = BackgroundEmbedder(settings)
+    # fastmcp keeps per-session state in py-key-value, imported on the first request, which
+    # by default wraps its whole package in beartype's runtime type checks: generating those
+    # costs the first answer about 60 ms. The server only uses its in-memory store, through
+    # fastmcp; py-key-value's own switch turns the checks off (an operator may still set it).
+    os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
+    try:
+        from governed_evidence.logging import route_library_loggers
+        from governed_evidence.mcp import build_app
+        from governed_evidence.sdmx.deferred import DeferredSdmxService
 
-    route_library_loggers("fastmcp", "mcp", "httpx")
-    service = _service(args, settings)
-    # Load the model while the client initialises, so the first search does not pay for it.
-    warmup = threading.Thread(target=service.embedder, name="embedder-warmup", daemon=True)
-    warmup.start()
-    build_app(service, _statistics(args, settings)).run(transport="stdio", show_banner=False)
-    # A client that disconnects while the model is loading must not tear the runtime down
-    # under the loading thread (onnxruntime aborts the process if it does).
-    warmup.join()
+        service = _service(args, settings, embedder_factory=model.result)
+        # The statistics service (httpx, parsers, the cache connection) is made on the first
+        # statistics call; only the providers file is read now.
+        statistics = DeferredSdmxService(settings, db=Path(args.db) if args.db else settings.db)
+        route_library_loggers("fastmcp", "mcp", "httpx")
+        build_app(service, statistics).run(transport="stdio", show_banner=False)
+    finally:
+        # A client that disconnects (or a configuration error) while the model is loading
+        # must not tear the runtime down under the loading thread: onnxruntime aborts the
+        # process if it does.
+        model.join()
     return 0
 
 

@@ -8,19 +8,18 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governed_evidence.config import Classification, Settings
-from governed_evidence.embeddings.factory import make_embedder
 from governed_evidence.errors import InvalidRequestError
-from governed_evidence.evaluation.gate import Check, evaluate_gate, load_gate
-from governed_evidence.evaluation.mcp_client import McpSearcher
-from governed_evidence.evaluation.questions import load_questions
-from governed_evidence.evaluation.runner import GOVERNANCE_SLICES, Searcher, SliceReport, run_slices
-from governed_evidence.ingest.pipeline import ingest_corpus
-from governed_evidence.search.models import SearchMode
-from governed_evidence.search.service import SearchService
-from governed_evidence.store.connection import connect
+
+# The CLI imports this module for add_eval_parser on every command, `serve` included; what
+# running an evaluation needs (the ingest pipeline, the fastmcp client, the search service)
+# is imported when it runs.
+if TYPE_CHECKING:
+    from governed_evidence.evaluation.gate import Check
+    from governed_evidence.evaluation.runner import Searcher, SliceReport
+    from governed_evidence.search.models import SearchMode
 
 __all__ = ["add_eval_parser", "run_eval"]
 
@@ -44,6 +43,8 @@ def add_eval_parser(sub: Any) -> None:
 
 
 def _superseded(db: Path) -> set[str]:
+    from governed_evidence.store.connection import connect
+
     conn = connect(db, readonly=True)
     try:
         return {str(r[0]) for r in conn.execute("SELECT path FROM documents WHERE status = 'superseded'")}
@@ -66,6 +67,7 @@ def _print_scorecard(reports: list[SliceReport], checks: list[Check], passed: bo
 
 
 def run_beir_command(args: argparse.Namespace, settings: Settings) -> int:
+    from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.evaluation.beir import build_beir_index, run_beir
 
     if not args.dataset:
@@ -105,6 +107,14 @@ def run_beir_command(args: argparse.Namespace, settings: Settings) -> int:
 def run_eval(args: argparse.Namespace, settings: Settings) -> int:
     if args.target == "beir":
         return run_beir_command(args, settings)
+    from governed_evidence.embeddings.factory import make_embedder
+    from governed_evidence.evaluation.gate import evaluate_gate, load_gate
+    from governed_evidence.evaluation.mcp_client import McpSearcher
+    from governed_evidence.evaluation.questions import load_questions
+    from governed_evidence.evaluation.runner import GOVERNANCE_SLICES, run_slices
+    from governed_evidence.ingest.pipeline import ingest_corpus
+    from governed_evidence.search.service import SearchService
+
     started = time.perf_counter()
     questions = load_questions(Path(args.questions))
     spec = load_gate(Path(args.gate_file))

@@ -1,10 +1,15 @@
-"""FastMCP application: tool, prompt and resource registrations over the services."""
+"""FastMCP application: tool, prompt and resource registrations over the services.
+
+Statistics are served through either an ``SdmxService`` or a ``DeferredSdmxService``
+(what ``serve`` passes, so the HTTP stack loads on the first statistics call, not at
+start-up); the tools and their schemas are the same either way.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
@@ -12,10 +17,17 @@ from mcp.types import ToolAnnotations
 from governed_evidence import __version__
 from governed_evidence.mcp.errors import run_tool
 from governed_evidence.mcp.prompt import EVIDENCE_BRIEF
+from governed_evidence.mcp.registration import prompt, tool
 from governed_evidence.mcp.schemas import CitationId, Confidence, Context, Limit, Mode, Query
-from governed_evidence.sdmx.service import SdmxService
 from governed_evidence.search.models import IndexStatus, ReadPassageResponse, SearchResponse, SourcesResponse
-from governed_evidence.search.service import SearchService
+
+if TYPE_CHECKING:
+    from governed_evidence.sdmx.deferred import DeferredSdmxService
+    from governed_evidence.sdmx.service import SdmxService
+    from governed_evidence.search.service import SearchService
+
+    #: What serves the statistics tools: the service, or one made on first use.
+    Statistics = SdmxService | DeferredSdmxService
 
 __all__ = ["CAPABILITIES_URI", "build_app"]
 
@@ -35,7 +47,7 @@ def _call(tool: str, service: SearchService, fn: Callable[[], T], count: Callabl
     return run_tool(tool, fn, count, ceiling=service.ceiling.label)
 
 
-def combined_status(service: SearchService, statistics: SdmxService | None) -> IndexStatus:
+def combined_status(service: SearchService, statistics: Statistics | None) -> IndexStatus:
     """The documents index status, with the statistics cache's when statistics are served."""
     status = service.status()
     if statistics is None:
@@ -43,7 +55,7 @@ def combined_status(service: SearchService, statistics: SdmxService | None) -> I
     return status.model_copy(update={"statistics_cache": statistics.status()})
 
 
-def capabilities(service: SearchService, statistics: SdmxService | None = None) -> dict[str, Any]:
+def capabilities(service: SearchService, statistics: Statistics | None = None) -> dict[str, Any]:
     from governed_evidence.mcp.statistics import STATISTICS_TOOLS
 
     status = service.status()
@@ -76,10 +88,10 @@ def capabilities(service: SearchService, statistics: SdmxService | None = None) 
     }
 
 
-def build_app(service: SearchService, statistics: SdmxService | None = None) -> FastMCP:
+def build_app(service: SearchService, statistics: Statistics | None = None) -> FastMCP:
     app = FastMCP("governed-evidence", instructions=INSTRUCTIONS, version=__version__, mask_error_details=True)
 
-    @app.tool(annotations=READ_ONLY)
+    @tool(app, READ_ONLY)
     def search_documents(
         query: Query, limit: Limit = 8, mode: Mode = "hybrid", confidence: Confidence = "strict"
     ) -> SearchResponse:
@@ -94,7 +106,7 @@ def build_app(service: SearchService, statistics: SdmxService | None = None) -> 
             lambda r: len(r.results),
         )
 
-    @app.tool(annotations=READ_ONLY)
+    @tool(app, READ_ONLY)
     def read_passage(citation_id: CitationId, context: Context = 0) -> ReadPassageResponse:
         """Read a cited passage, optionally with neighbouring passages of the same document."""
         return _call(
@@ -104,17 +116,17 @@ def build_app(service: SearchService, statistics: SdmxService | None = None) -> 
             lambda r: 1 + len(r.before) + len(r.after),
         )
 
-    @app.tool(annotations=READ_ONLY)
+    @tool(app, READ_ONLY)
     def list_sources() -> SourcesResponse:
         """The documents the caller may see, with passage counts per classification."""
         return _call("list_sources", service, service.list_sources, lambda r: len(r.documents))
 
-    @app.tool(annotations=READ_ONLY)
+    @tool(app, READ_ONLY)
     def index_status() -> IndexStatus:
         """Index integrity, embedding model, build time and the counts visible to the caller."""
         return _call("index_status", service, lambda: combined_status(service, statistics), lambda r: r.documents)
 
-    @app.prompt(name="evidence_brief")
+    @prompt(app, "evidence_brief")
     def evidence_brief(question: str) -> str:
         """How to answer a question from cited evidence served by this server."""
         return EVIDENCE_BRIEF.format(question=question)

@@ -2,26 +2,37 @@
 
 Input limits are annotated types, so the published schemas carry the same patterns the
 service enforces; the service validates again because the CLI calls it directly.
+
+Nothing here imports the service module: the server registers these tools over a
+``DeferredSdmxService``, so httpx and the parsers load on the first statistics call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
-from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from governed_evidence.mcp.errors import run_tool
+from governed_evidence.mcp.registration import tool
+from governed_evidence.sdmx.deferred import DeferredSdmxService
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
-from governed_evidence.sdmx.service import (
+from governed_evidence.sdmx.validate import (
+    DATASET_PATTERN,
+    KEY_PATTERN,
     MAX_CODES_LIMIT,
     MAX_ROWS_LIMIT,
     MAX_SEARCH_LIMIT,
-    SdmxService,
+    PERIOD_PATTERN,
+    PROVIDER_PATTERN,
 )
-from governed_evidence.sdmx.validate import DATASET_PATTERN, KEY_PATTERN, PERIOD_PATTERN, PROVIDER_PATTERN
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+    from governed_evidence.sdmx.service import SdmxService
 
 __all__ = [
     "STATISTICS_TOOLS",
@@ -95,10 +106,13 @@ def _call(tool: str, provider: str, fn: Callable[[], T], count: Callable[[T], in
     return run_tool(tool, fn, count, provider=provider)
 
 
-def register_statistics_tools(app: FastMCP, service: SdmxService) -> None:
+def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSdmxService) -> None:
     """Add search_datasets, describe_dataset and get_data to ``app``."""
 
-    @app.tool(annotations=STATISTICS_READ_ONLY)
+    def service() -> SdmxService:
+        return statistics.get() if isinstance(statistics, DeferredSdmxService) else statistics
+
+    @tool(app, STATISTICS_READ_ONLY)
     def search_datasets(
         query: StatsQuery, provider: ProviderArg = "OECD", limit: StatsLimit = 10
     ) -> DatasetSearchResponse:
@@ -110,11 +124,11 @@ def register_statistics_tools(app: FastMCP, service: SdmxService) -> None:
         return _call(
             "search_datasets",
             provider,
-            lambda: service.search_datasets(query, provider=provider, limit=limit),
+            lambda: service().search_datasets(query, provider=provider, limit=limit),
             lambda r: len(r.results),
         )
 
-    @app.tool(annotations=STATISTICS_READ_ONLY)
+    @tool(app, STATISTICS_READ_ONLY)
     def describe_dataset(
         dataset: DatasetArg, provider: ProviderArg = "OECD", max_codes: MaxCodes = 30
     ) -> DatasetDescription:
@@ -123,11 +137,11 @@ def register_statistics_tools(app: FastMCP, service: SdmxService) -> None:
         return _call(
             "describe_dataset",
             provider,
-            lambda: service.describe_dataset(dataset, provider=provider, max_codes=max_codes),
+            lambda: service().describe_dataset(dataset, provider=provider, max_codes=max_codes),
             lambda r: len(r.dimensions),
         )
 
-    @app.tool(annotations=STATISTICS_READ_ONLY)
+    @tool(app, STATISTICS_READ_ONLY)
     def get_data(
         dataset: DatasetArg,
         key: KeyArg,
@@ -143,7 +157,7 @@ def register_statistics_tools(app: FastMCP, service: SdmxService) -> None:
         return _call(
             "get_data",
             provider,
-            lambda: service.get_data(
+            lambda: service().get_data(
                 dataset,
                 key,
                 provider=provider,

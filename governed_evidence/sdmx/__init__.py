@@ -1,5 +1,14 @@
 """Official statistics from SDMX 2.1 REST providers: providers as data, a bounded httpx
-client, a response cache and rate ledger in the SQLite file, parsers, and SdmxService."""
+client, a response cache and rate ledger in the SQLite file, parsers, and SdmxService.
+
+``SdmxService`` is resolved on first access: importing the models (as the documents'
+status model does) must not pull in httpx and the parsers, which the server only needs
+once a statistics tool is called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from governed_evidence.sdmx.models import (
     DataResponse,
@@ -8,7 +17,9 @@ from governed_evidence.sdmx.models import (
     StatisticsCacheStatus,
 )
 from governed_evidence.sdmx.providers import Provider, Providers, load_providers
-from governed_evidence.sdmx.service import SdmxService
+
+if TYPE_CHECKING:
+    from governed_evidence.sdmx.service import SdmxService
 
 __all__ = [
     "DataResponse",
@@ -20,3 +31,11 @@ __all__ = [
     "StatisticsCacheStatus",
     "load_providers",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SdmxService":
+        from governed_evidence.sdmx.service import SdmxService
+
+        return SdmxService
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

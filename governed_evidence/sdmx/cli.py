@@ -11,19 +11,26 @@ import argparse
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governed_evidence.config import Settings
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
-from governed_evidence.sdmx.service import MAX_CODES_LIMIT, MAX_ROWS_LIMIT, MAX_SEARCH_LIMIT, SdmxService
+from governed_evidence.sdmx.validate import MAX_CODES_LIMIT, MAX_ROWS_LIMIT, MAX_SEARCH_LIMIT
+
+# The main CLI adds this parser on every command, `serve` included: the service (httpx,
+# the parsers) is imported when a `stats` command runs, not to build the parser.
+if TYPE_CHECKING:
+    from governed_evidence.sdmx.service import SdmxService
 
 __all__ = ["add_stats_parser", "print_data", "print_datasets", "print_description"]
 
 #: Where the service comes from; tests substitute one with a local transport.
-ServiceFactory = Callable[[argparse.Namespace, Settings], SdmxService]
+ServiceFactory = Callable[[argparse.Namespace, Settings], "SdmxService"]
 
 
 def _default_factory(args: argparse.Namespace, settings: Settings) -> SdmxService:
+    from governed_evidence.sdmx.service import SdmxService
+
     return SdmxService.from_settings(settings, db=Path(args.db) if args.db else None)
 
 

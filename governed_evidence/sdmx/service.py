@@ -68,6 +68,10 @@ from governed_evidence.sdmx.urls import (
     structure_request,
 )
 from governed_evidence.sdmx.validate import (
+    MAX_CODES_LIMIT,
+    MAX_QUERY_CHARS,
+    MAX_ROWS_LIMIT,
+    MAX_SEARCH_LIMIT,
     DatasetRef,
     parse_dataset_ref,
     validate_key,
@@ -80,10 +84,6 @@ __all__ = ["MAX_CODES_LIMIT", "MAX_ROWS_LIMIT", "MAX_SEARCH_LIMIT", "SdmxService
 log = get_logger("sdmx")
 T = TypeVar("T")
 
-MAX_SEARCH_LIMIT = 50
-MAX_CODES_LIMIT = 500
-MAX_ROWS_LIMIT = 1000
-MAX_QUERY_CHARS = 500
 #: Parsed structures kept in memory (keyed by body hash).
 _STRUCTURE_MEMO = 16
 _NO_RESULTS_MARKERS = (b"noresultsfound", b"no results found", b"norecordsfound", b"no records found")
@@ -182,11 +182,15 @@ class SdmxService:
         settings: Settings,
         *,
         db: Path | None = None,
+        providers: Providers | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
     ) -> SdmxService:
-        """The service as an operator configured it; ``db`` overrides the index path (CLI ``--db``)."""
+        """The service as an operator configured it; ``db`` overrides the index path (CLI ``--db``).
+
+        ``providers`` are the already-loaded ``settings.sdmx_providers`` (read again when None).
+        """
         client = SdmxClient(
             timeout_s=settings.sdmx_timeout_s,
             max_retries=settings.sdmx_max_retries,
@@ -197,7 +201,7 @@ class SdmxService:
             wall_clock=clock,
         )
         return cls(
-            providers=load_providers(settings.sdmx_providers),
+            providers=providers if providers is not None else load_providers(settings.sdmx_providers),
             store=CacheStore(db if db is not None else settings.db, settings.sdmx_cache_path),
             client=client,
             ttls={

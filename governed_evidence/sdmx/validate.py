@@ -15,6 +15,10 @@ from governed_evidence.errors import InvalidRequestError
 __all__ = [
     "DATASET_PATTERN",
     "KEY_PATTERN",
+    "MAX_CODES_LIMIT",
+    "MAX_QUERY_CHARS",
+    "MAX_ROWS_LIMIT",
+    "MAX_SEARCH_LIMIT",
     "PERIOD_PATTERN",
     "PROVIDER_PATTERN",
     "DatasetRef",
@@ -46,6 +50,13 @@ PERIOD_PATTERN = (
     r"^\d{4}(?:-(?:0[1-9]|1[0-2])(?:-(?:0[1-9]|[12]\d|3[01]))?|-Q[1-4]|-S[12]|-W(?:0[1-9]|[1-4]\d|5[0-3]))?$"
 )
 MAX_KEY_CHARS = 1000
+#: Bounds on the tools' numeric arguments and the search text. They live here, beside the
+#: patterns, so the MCP schemas and the CLI can publish them without importing the service
+#: (and with it the HTTP client and the parsers).
+MAX_SEARCH_LIMIT = 50
+MAX_CODES_LIMIT = 500
+MAX_ROWS_LIMIT = 1000
+MAX_QUERY_CHARS = 500
 MAX_KEY_POSITIONS = 40
 MAX_CODE_CHARS = 60
 MAX_CODES_PER_POSITION = 200
