@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +41,11 @@ def _settings() -> Settings:
 
 
 def _service(
-    args: argparse.Namespace, settings: Settings, embedder_factory: Callable[[], Embedder] | None = None
+    args: argparse.Namespace,
+    settings: Settings,
+    embedder_factory: Callable[[], Embedder] | None = None,
+    *,
+    serving: bool = False,
 ) -> SearchService:
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.search.service import SearchService
@@ -52,6 +57,8 @@ def _service(
         ceiling=ceiling,
         embedder_factory=embedder_factory or (lambda: make_embedder(settings)),
         gate_enabled=settings.gate == "on",
+        # A one-shot command answers one query: copying every vector first would cost more.
+        vector_memory_bytes=settings.vector_memory_mb * 2**20 if serving else 0,
     )
 
 
@@ -172,6 +179,8 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # in native code without the GIL: start it first, so it loads while fastmcp is imported
     # and the client initialises, and the first search does not wait for it.
     model = BackgroundEmbedder(settings)
+    service: SearchService | None = None
+    vectors: threading.Thread | None = None
     # fastmcp keeps per-session state in py-key-value, imported on the first request, which
     # by default wraps its whole package in beartype's runtime type checks: generating those
     # costs the first answer about 60 ms. The server only uses its in-memory store, through
@@ -182,7 +191,11 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         from governed_evidence.mcp import build_app
         from governed_evidence.sdmx.deferred import DeferredSdmxService
 
-        service = _service(args, settings, embedder_factory=model.result)
+        service = _service(args, settings, embedder_factory=model.result, serving=True)
+        # The searchable vectors are copied into memory in the background (after the model
+        # is ready); until then the vec0 KNN answers, with the same ranking.
+        vectors = threading.Thread(target=service.warm, name="vector-warmup", daemon=True)
+        vectors.start()
         # The statistics service (httpx, parsers, the cache connection) is made on the first
         # statistics call; only the providers file is read now.
         statistics = DeferredSdmxService(settings, db=Path(args.db) if args.db else settings.db)
@@ -191,8 +204,12 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         # A client that disconnects (or a configuration error) while the model is loading
         # must not tear the runtime down under the loading thread: onnxruntime aborts the
-        # process if it does.
+        # process if it does. A copy of the vectors in progress stops at its next block.
+        if service is not None:
+            service.close()
         model.join()
+        if vectors is not None:
+            vectors.join()
     return 0
 
 

@@ -131,7 +131,12 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
         def service_for(ceiling: Classification, gate: bool) -> Searcher:
             # GOVERNED_EVIDENCE_GATE=off overrides every slice: that is the sabotage check.
             return SearchService(
-                db, ceiling=ceiling, embedder_factory=lambda: embedder, gate_enabled=gate and gate_setting
+                db,
+                ceiling=ceiling,
+                embedder_factory=lambda: embedder,
+                gate_enabled=gate and gate_setting,
+                # As the server searches: with the vectors held in memory.
+                vector_memory_bytes=settings.vector_memory_mb * 2**20,
             )
 
         mcp_cache: dict[tuple[Classification, bool], Searcher] = {}

@@ -143,6 +143,7 @@ class SearchService:
         self._matrix: tuple[tuple[int, int], VectorMatrix] | None = None
         self._matrix_attempted: set[tuple[int, int]] = set()
         self._matrix_lock = threading.Lock()
+        self._closing = threading.Event()
         self._totals: dict[tuple[tuple[int, int], int], bm25.TableTotals] = {}
 
     # -- embedder -------------------------------------------------------------------
@@ -197,12 +198,16 @@ class SearchService:
             # This thread's connection is not needed again.
             self.reader.close()
 
+    def close(self) -> None:
+        """Stop any copy of the vectors in progress (the process is shutting down)."""
+        self._closing.set()
+
     def _matrix_for(self, generation: tuple[int, int]) -> VectorMatrix | None:
         """The in-memory vectors of this file, or None (and a background load is started)."""
         held = self._matrix
         if held is not None and held[0] == generation:
             return held[1]
-        if self.vector_memory_bytes <= 0:
+        if self.vector_memory_bytes <= 0 or self._closing.is_set():
             return None
         with self._matrix_lock:
             if generation in self._matrix_attempted:
@@ -227,7 +232,7 @@ class SearchService:
             if held is not None and held[0] == generation:
                 return
             self._matrix_attempted.add(generation)
-            if self.vector_memory_bytes <= 0:
+            if self.vector_memory_bytes <= 0 or self._closing.is_set():
                 return
             level = self._level(meta)
             dimension = int(meta.get("embedding_dimension", "0") or 0)
@@ -245,9 +250,11 @@ class SearchService:
             self._matrix = None
             started = time.perf_counter()
             try:
-                matrix = load_matrix(conn, level, dimension)
+                matrix = load_matrix(conn, level, dimension, cancelled=self._closing.is_set)
             except (apsw.Error, ValueError) as exc:
                 log.warning("vectors_not_held_in_memory", reason=type(exc).__name__)
+                return
+            if matrix is None:
                 return
             self._matrix = (generation, matrix)
         log.info(

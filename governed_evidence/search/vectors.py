@@ -19,6 +19,7 @@ is not in memory at all and cannot take a rank, move a score or be counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import apsw
@@ -148,8 +149,14 @@ def matrix_bytes(rows: int, dimension: int) -> int:
     return rows * (dimension * _FLOAT_BYTES + 8 + codes)
 
 
-def load_matrix(conn: apsw.Connection, level: Classification, dimension: int) -> VectorMatrix:
-    """Copy the searchable vectors at or below ``level`` out of the index into one matrix."""
+def load_matrix(
+    conn: apsw.Connection, level: Classification, dimension: int, cancelled: Callable[[], bool] = lambda: False
+) -> VectorMatrix | None:
+    """Copy the searchable vectors at or below ``level`` out of the index into one matrix.
+
+    ``cancelled`` is polled between blocks, so a shutdown never waits for a large copy;
+    a cancelled copy returns None.
+    """
     expected = count_searchable(conn, level)
     matrix = np.empty((expected, dimension), dtype=np.float32)
     ids = np.empty(expected, dtype=np.int64)
@@ -191,6 +198,8 @@ def load_matrix(conn: apsw.Connection, level: Classification, dimension: int) ->
         pending.append(bytes(blob))
         if len(pending) >= _BLOCK_ROWS:
             flush()
+            if cancelled():
+                return None
     flush()
     matrix, ids = matrix[:rows], ids[:rows]
     codes = np.ascontiguousarray(codes[:, :rows]) if codes is not None and rows < expected else codes

@@ -163,3 +163,45 @@ def test_a_rebuild_replaces_the_vectors_in_memory(tmp_path: Path, hash_embedder:
     second = svc._matrix
     assert second is not None and second[0] != first[0] and second[1].rows == 2
     assert svc.search("glacier meltwater spring", mode="semantic").results[0].document == "public/b.md"
+
+
+def test_a_closing_service_copies_nothing_and_still_answers(built_index: Path, hash_embedder: HashEmbedder) -> None:
+    svc = _service(built_index, hash_embedder, Classification.INTERNAL)
+    svc.close()
+    svc.warm()
+    assert svc._matrix is None
+    assert svc.search("travel expenses", mode="semantic").results
+
+
+def test_a_copy_stops_between_blocks_when_cancelled(tmp_path: Path) -> None:
+    from governed_evidence.store.schema import schema_sql
+
+    conn = connect(tmp_path / "many.sqlite", readonly=False)
+    conn.execute(schema_sql(8, Classification.PUBLIC))
+    rng = np.random.default_rng(3)
+    conn.execute("BEGIN")
+    conn.execute(
+        "INSERT INTO documents(id, path, title, format, classification, content_hash, status, source_mtime, "
+        "passage_count, refused_count) VALUES (1, 'a.md', 'A', 'markdown', 0, 'h', 'active', 0, 0, 0)"
+    )
+    for pid in range(1, 9001):
+        conn.execute(
+            "INSERT INTO passages(id, document_id, ordinal, citation_id, title, heading, classification, "
+            "searchable, text, text_hash) VALUES (?, 1, ?, ?, 'A', '', 0, 1, 't', 'h')",
+            (pid, pid, f"c{pid}"),
+        )
+        conn.execute(
+            "INSERT INTO passage_vectors(passage_id, embedding, classification, searchable) VALUES (?, ?, 0, 1)",
+            (pid, rng.standard_normal(8).astype(np.float32).tobytes()),
+        )
+    conn.execute("COMMIT")
+    calls: list[int] = []
+
+    def cancelled() -> bool:
+        calls.append(1)
+        return True
+
+    assert load_matrix(conn, Classification.PUBLIC, 8, cancelled=cancelled) is None
+    assert calls == [1]
+    whole = load_matrix(conn, Classification.PUBLIC, 8)
+    assert whole is not None and whole.rows == 9000
