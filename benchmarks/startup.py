@@ -12,10 +12,11 @@ from typing import Any
 
 from benchmarks.stats import latency
 
-__all__ = ["run_startup"]
+__all__ = ["rpc_request", "run_startup"]
 
 
-def _request(proc: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any] | None:
+def rpc_request(proc: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any] | None:
+    """Send one JSON-RPC message on the server's stdin; for a request, read until its reply."""
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(json.dumps(message) + "\n")
     proc.stdin.flush()
@@ -52,7 +53,7 @@ def _once(db: Path, query: str) -> dict[str, Any]:
         env=env,
     )
     try:
-        _request(
+        rpc_request(
             proc,
             {
                 "jsonrpc": "2.0",
@@ -66,8 +67,8 @@ def _once(db: Path, query: str) -> dict[str, Any]:
             },
         )
         initialized = time.perf_counter()
-        _request(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        reply = _request(
+        rpc_request(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        reply = rpc_request(
             proc,
             {
                 "jsonrpc": "2.0",
@@ -81,7 +82,7 @@ def _once(db: Path, query: str) -> dict[str, Any]:
             raise RuntimeError(f"search_documents failed: {reply}")
         rss = _peak_rss_mb(proc.pid)
         t0 = time.perf_counter()
-        _request(
+        rpc_request(
             proc,
             {
                 "jsonrpc": "2.0",

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
+from benchmarks.startup import rpc_request
 from governed_evidence.config import Settings
 from governed_evidence.embeddings import factory
 from governed_evidence.embeddings.factory import BackgroundEmbedder
@@ -84,20 +85,6 @@ def _loaded(modules: list[str]) -> list[str]:
     return [m for m in NOT_AT_START if m in modules]
 
 
-def _request(proc: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any] | None:
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(json.dumps(message) + "\n")
-    proc.stdin.flush()
-    if "id" not in message:
-        return None
-    while True:
-        line = proc.stdout.readline()
-        assert line, "server closed stdout early"
-        reply: dict[str, Any] = json.loads(line)
-        if reply.get("id") == message["id"]:
-            return reply
-
-
 def test_serve_answers_a_search_without_the_heavy_modules(sample_index: Path, tmp_path: Path) -> None:
     report = tmp_path / "modules.json"
     env = {**os.environ, "GOVERNED_EVIDENCE_CEILING": "internal", "GOVERNED_EVIDENCE_LOG_LEVEL": "WARNING"}
@@ -111,10 +98,10 @@ def test_serve_answers_a_search_without_the_heavy_modules(sample_index: Path, tm
     )
     try:
         init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
-        _request(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
-        _request(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        rpc_request(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        rpc_request(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         call = {"name": "search_documents", "arguments": {"query": "time off when a relative dies"}}
-        reply = _request(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        reply = rpc_request(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
     finally:
         assert proc.stdin is not None
         proc.stdin.close()
