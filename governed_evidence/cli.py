@@ -193,7 +193,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
         service = _service(args, settings, embedder_factory=model.result, serving=True)
         # The searchable vectors are copied into memory in the background (after the model
-        # is ready); until then the vec0 KNN answers, with the same ranking.
+        # is ready); until then the vec0 KNN answers (exact, slower).
         vectors = threading.Thread(target=service.warm, name="vector-warmup", daemon=True)
         vectors.start()
         # The statistics service (httpx, parsers, the cache connection) is made on the first

@@ -213,7 +213,7 @@ class SearchService:
             if generation in self._matrix_attempted:
                 return None
             self._matrix_attempted.add(generation)
-        # Until the copy is ready the vec0 KNN answers: the same exact ranking, only slower.
+        # Until the copy is ready the vec0 KNN answers: an exact ranking, only slower.
         threading.Thread(target=self._background_load, name="vector-load", daemon=True).start()
         return None
 
