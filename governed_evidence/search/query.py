@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import apsw
 
+from governed_evidence.store.schema import FTS_TOKENIZER
+
 __all__ = [
     "STOPWORDS",
+    "index_tokenizer",
     "match_expression",
-    "query_stems",
     "query_tokens",
     "quote_token",
     "token_stems",
@@ -32,10 +34,21 @@ STOPWORDS = frozenset(
 )
 
 
+def index_tokenizer(conn: apsw.Connection) -> apsw.FTS5Tokenizer:
+    """The full-text index's own tokenizer (porter over unicode61), from its schema definition."""
+    name, *args = FTS_TOKENIZER.split()
+    return conn.fts5_tokenizer(name, args)
+
+
+def _word_tokenizer(conn: apsw.Connection) -> apsw.FTS5Tokenizer:
+    """The index's tokenizer without stemming: words as typed, folded like the index folds them."""
+    _, name, *args = FTS_TOKENIZER.split()
+    return conn.fts5_tokenizer(name, args)
+
+
 def query_tokens(conn: apsw.Connection, text: str) -> list[str]:
     """Distinct content-word tokens of ``text``, in order, as the index tokenizer splits them."""
-    tokenizer = conn.fts5_tokenizer("unicode61", ["remove_diacritics", "2"])
-    raw = tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
+    raw = _word_tokenizer(conn)(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
     tokens: list[str] = []
     for item in raw:
         token = str(item[0] if isinstance(item, tuple) else item)
@@ -45,21 +58,9 @@ def query_tokens(conn: apsw.Connection, text: str) -> list[str]:
     return content or tokens
 
 
-def query_stems(conn: apsw.Connection, tokens: list[str]) -> list[str]:
-    """The index's stemmed form of each token (porter), distinct, in order."""
-    tokenizer = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
-    stems: list[str] = []
-    for token in tokens:
-        for item in tokenizer(token.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False):
-            stem = str(item[0] if isinstance(item, tuple) else item)
-            if stem and stem not in stems:
-                stems.append(stem)
-    return stems
-
-
 def token_stems(conn: apsw.Connection, tokens: list[str]) -> list[str]:
     """The index's stemmed form of each token, one per token (empty when it has none)."""
-    tokenizer = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+    tokenizer = index_tokenizer(conn)
     out: list[str] = []
     for token in tokens:
         items = tokenizer(token.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)

@@ -51,7 +51,7 @@ from governed_evidence.search.models import (
     SourcesResponse,
     Span,
 )
-from governed_evidence.search.query import match_expression, query_tokens, token_stems
+from governed_evidence.search.query import index_tokenizer, match_expression, query_tokens, token_stems
 from governed_evidence.search.vectors import VectorMatrix, count_searchable, load_matrix, matrix_bytes
 from governed_evidence.store.connection import IndexReader
 from governed_evidence.store.schema import SCHEMA_VERSION
@@ -313,13 +313,13 @@ class SearchService:
         if not tokens:
             return []
         keep = bm25.selective_prefix(phrases, frequencies, table_rows)
-        totals = None
         present = [i for i in keep if frequencies.get(phrases[i], 0) > 0]
-        if len(keep) < len(tokens) and present:
+        totals = None
+        # A token without exactly one stem is a multi-token phrase to FTS5; only FTS5 scores it.
+        if len(keep) < len(tokens) and present and "" not in phrases:
             # Table statistics come from FTS5 itself, through any row the probe word matches.
             totals = self._table_totals(conn, generation, level, match_expression([tokens[present[0]]]))
-        if totals is None or "" in phrases:
-            # A token without exactly one stem is a multi-token phrase to FTS5; only FTS5 scores it.
+        if totals is None:
             return sql.keyword_ranking(conn, level, match_expression(tokens), depth)
         candidates = sql.keyword_ranking(
             conn, level, match_expression([tokens[i] for i in keep]), depth * bm25.CANDIDATE_FACTOR
@@ -390,7 +390,7 @@ class SearchService:
         phrases = token_stems(conn, tokens)
         stems = list(dict.fromkeys(p for p in phrases if p))
         frequencies = sql.document_frequencies(conn, level, stems)
-        tokenizer = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+        tokenizer = index_tokenizer(conn)
         table_rows = sql.fts_row_count(meta, level)
         rows: dict[int, tuple[Any, ...]] = {}
         terms: dict[int, RowTerms] = {}
@@ -427,7 +427,7 @@ class SearchService:
         semantic_ids = [p for p in semantic_ids if p in rows]
         ranked = set(keyword_ids) | set(semantic_ids)
         rows = {p: r for p, r in rows.items() if p in ranked}
-        coverage = self._coverage(stems, frequencies, sql.fts_row_count(meta, level), {p: terms[p] for p in rows})
+        coverage = self._coverage(stems, frequencies, table_rows, {p: terms[p] for p in rows})
         if query_vector is not None:
             missing = [p for p in rows if p not in distances]
             if matrix is not None:

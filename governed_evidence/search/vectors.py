@@ -143,9 +143,14 @@ def count_searchable(conn: apsw.Connection, level: Classification) -> int:
     return int(row[0]) if row else 0
 
 
+def _code_words(dimension: int) -> int:
+    """64-bit words in one vector's sign code."""
+    return (dimension + 63) // 64
+
+
 def matrix_bytes(rows: int, dimension: int) -> int:
     """Memory for ``rows`` vectors: the float matrix, the ids and (when used) the sign codes."""
-    codes = 8 * ((dimension + 63) // 64) if rows > EXACT_ROWS else 0
+    codes = 8 * _code_words(dimension) if rows > EXACT_ROWS else 0
     return rows * (dimension * _FLOAT_BYTES + 8 + codes)
 
 
@@ -162,8 +167,7 @@ def load_matrix(
     ids = np.empty(expected, dtype=np.int64)
     codes: np.ndarray | None = None
     if expected > EXACT_ROWS:
-        words = _signs(np.zeros((1, dimension), dtype=np.float32)).shape[-1]
-        codes = np.empty((words, expected), dtype=np.uint64)
+        codes = np.empty((_code_words(dimension), expected), dtype=np.uint64)
     rows = 0
     pending_ids: list[int] = []
     pending: list[bytes] = []

@@ -8,7 +8,7 @@ import pytest
 
 from governed_evidence.config import Classification
 from governed_evidence.search import bm25, sql
-from governed_evidence.search.query import match_expression, query_tokens, token_stems
+from governed_evidence.search.query import index_tokenizer, match_expression, query_tokens, token_stems
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
 from governed_evidence.store.schema import fts_table
@@ -38,7 +38,7 @@ def _fts_scores(conn: object, level: Classification, expression: str) -> list[tu
 @pytest.mark.parametrize("level", list(Classification))
 def test_python_bm25_equals_fts5_bm25(built_index: Path, level: Classification) -> None:
     conn = connect(built_index, readonly=True)
-    tokenizer = conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+    tokenizer = index_tokenizer(conn)
     checked = 0
     for query in QUERIES:
         tokens = query_tokens(conn, query)

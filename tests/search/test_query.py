@@ -9,7 +9,7 @@ import pytest
 
 from governed_evidence.config import Classification
 from governed_evidence.search import sql
-from governed_evidence.search.query import match_expression, query_stems, query_tokens, quote_token
+from governed_evidence.search.query import match_expression, query_tokens, quote_token, token_stems
 from governed_evidence.store.connection import connect
 
 HOSTILE = [
@@ -61,7 +61,7 @@ def test_stopwords_are_dropped_unless_nothing_else_remains(conn: apsw.Connection
 
 
 def test_stems_match_the_porter_index(conn: apsw.Connection) -> None:
-    assert query_stems(conn, ["policies", "running"]) == ["polici", "run"]
+    assert token_stems(conn, ["policies", "running"]) == ["polici", "run"]
 
 
 @pytest.mark.parametrize("text", HOSTILE)
