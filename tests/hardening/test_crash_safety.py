@@ -193,6 +193,7 @@ def test_kill_9_during_ingest_leaves_the_previous_index_serving(tmp_path: Path) 
             staged = tmp_path / "staged.sqlite"
             shutil.copyfile(pristine, staged)
             os.replace(staged, db)
+            previous_inode = os.stat(db).st_ino
             # A random moment inside the phase, measured from the child's own report of it.
             # (Commit is short and ends in the rename, so its kills come in its first half.)
             delay = rng.uniform(0.0, (0.5 if phase == "commit" else 0.9) * durations[phase])
@@ -215,7 +216,13 @@ def test_kill_9_during_ingest_leaves_the_previous_index_serving(tmp_path: Path) 
 
             documents, passages, check = _counts(db)
             assert check == "ok"
+            # The rename is the last step of commit and "published" is printed after it, so a
+            # kill between the two leaves the new file in place with "commit" as the last mark:
+            # whether the rename happened is read from the file's identity, not from the mark.
+            renamed = os.stat(db).st_ino != previous_inode
             if reached == "published":
+                assert renamed
+            if renamed:
                 # Killed after the rename: the finished new index is what serves.
                 assert (documents, passages) == new[:2]
             else:
