@@ -1,35 +1,63 @@
 """Which classification a document carries.
 
 Order: front matter ``classification:`` wins; else the first path component named after
-a level; else the operator's default. Unknown labels are most sensitive (fail closed).
+a level; else the operator's default. Unknown labels are most sensitive (fail closed), and
+so is a label that cannot be trusted (a near-miss key, a repeated key: see
+:mod:`governed_evidence.ingest.frontmatter`).
+
+Every name a file is reached by counts: files that are hard links of each other take the
+most restrictive level of all their names (the pipeline groups them), and symbolic links
+inside the corpus are not followed at all.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from governed_evidence.config import Classification, parse_label
-from governed_evidence.ingest.frontmatter import FrontMatterError, read_front_matter
+from governed_evidence.ingest.frontmatter import LABEL_KEY, FrontMatter, FrontMatterError, read_front_matter
 
-__all__ = ["TEXT_SUFFIXES", "classify", "level_from_path"]
+__all__ = ["TEXT_SUFFIXES", "Classified", "classify", "level_from_front_matter", "level_from_path"]
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
 _LEVEL_NAMES = {c.label: c for c in Classification}
 
 
-def classify(path: Path, relative: PurePosixPath, default: Classification) -> tuple[Classification, dict[str, Any]]:
-    """The document's level and its front matter (empty for binary formats)."""
-    front: dict[str, Any] = {}
+@dataclass(frozen=True)
+class Classified:
+    level: Classification
+    #: The front matter read to decide (empty for binary formats and unreadable metadata).
+    front: FrontMatter
+    #: Why the label was not trusted and the document made restricted (for the report).
+    doubts: tuple[str, ...] = ()
+
+
+def classify(path: Path, relative: PurePosixPath, default: Classification) -> Classified:
+    """The document's level and the front matter it was decided from."""
     if path.suffix.lower() in TEXT_SUFFIXES:
         try:
             front = read_front_matter(path)
         except (FrontMatterError, OSError):
             # Metadata we cannot read cannot prove the document is safe to serve.
-            return Classification.RESTRICTED, {}
-        if "classification" in front:
-            return parse_label(front["classification"]), front
-    return level_from_path(relative, default), front
+            return Classified(Classification.RESTRICTED, FrontMatter())
+        level = level_from_front_matter(front)
+        if level is not None:
+            return Classified(level, front, front.doubts)
+        return Classified(level_from_path(relative, default), front)
+    return Classified(level_from_path(relative, default), FrontMatter())
+
+
+def level_from_front_matter(front: FrontMatter) -> Classification | None:
+    """The level the front matter sets, or None when it sets none.
+
+    A label that cannot be trusted sets the most restrictive level.
+    """
+    if front.doubts:
+        return Classification.RESTRICTED
+    if LABEL_KEY in front.values:
+        return parse_label(front.values[LABEL_KEY])
+    return None
 
 
 def level_from_path(relative: PurePosixPath, default: Classification) -> Classification:

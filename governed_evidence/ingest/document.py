@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from governed_evidence.ingest.frontmatter import FrontMatter
 
 __all__ = ["Block", "BlockKind", "LoadedDocument"]
 
@@ -37,6 +39,6 @@ class LoadedDocument:
     title: str
     format: Literal["markdown", "text", "pdf", "docx"]
     blocks: list[Block]
-    front_matter: dict[str, Any] = field(default_factory=dict)
+    front_matter: FrontMatter = field(default_factory=FrontMatter)
     #: Non-fatal notes for the operator (e.g. "XFA form: only static text extracted").
     warnings: list[str] = field(default_factory=list)

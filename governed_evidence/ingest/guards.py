@@ -1,9 +1,10 @@
 """What ingest refuses or cleans before anything is stored.
 
-Files: NUL bytes, invalid UTF-8, symlinks leaving the corpus and oversized files are
-refused with a reason. Text: control and zero-width characters are stripped, because they
-hide instructions from human reviewers while still reaching a model. Passages: anything
-credential-shaped is refused, so a secret pasted into a policy is never served.
+Files: NUL bytes, invalid UTF-8, symbolic links, names that are not plain visible text
+and oversized files are refused with a reason. Text: invisible characters are stripped,
+because they hide instructions from human reviewers while still reaching a model.
+Passages: anything credential-shaped is refused, so a secret pasted into a policy is never
+served; a private key's whole armoured run is refused, not only its marker lines.
 """
 
 from __future__ import annotations
@@ -12,23 +13,26 @@ import re
 from pathlib import Path
 
 from governed_evidence.errors import FileRejectedError
+from governed_evidence.invisible import find_invisible, strip_invisible
 
 __all__ = [
+    "check_name",
     "check_source_file",
     "check_source_location",
     "check_source_size",
     "decode_text",
     "find_credentials",
+    "key_block_spans",
+    "printable_name",
+    "redact_credentials",
     "sanitize",
 ]
 
-# C0/C1 controls except tab and newline; zero-width and bidirectional formatting marks.
-_INVISIBLE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad]"
-)
-
 _CREDENTIAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private key block", re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
+    # Every repetition is bounded or anchored: these run over untrusted text, and an
+    # unbounded run before a literal that never comes rescans the text from every start
+    # (a 100 KB file took 14 s on the connection-string shape alone).
+    ("private key block", re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")),
     ("cloud access key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b")),
     ("cloud secret key", re.compile(r"(?i)aws_?secret_?access_?key\s*[:=]\s*\S{16,}")),
     (
@@ -44,19 +48,62 @@ _CREDENTIAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             \s*[:=]\s*["'][^"'\s]{4,}["']"""
         ),
     ),
-    ("connection string with password", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s@/]{4,}@[\w.-]+")),
+    (
+        "connection string with password",
+        re.compile(r"\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@]{1,256}:[^\s@/]{4,256}@[\w.-]"),
+    ),
+    # The body of a PEM or OpenSSH key without its armour lines: two or more lines of 60+
+    # base64 characters, each mixing upper case, lower case and digits (a hex digest line
+    # has no upper case; prose has spaces).
+    (
+        "encoded key material",
+        re.compile(r"(?m)(?:^(?=[^\n]*[A-Z])(?=[^\n]*[a-z])(?=[^\n]*[0-9])[A-Za-z0-9+/]{60,}={0,2}[ \t]*(?:\n|$)){2,}"),
+    ),
 )
+
+#: Where a private key's armour opens and closes: everything between is key material.
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 
 
 def sanitize(text: str) -> str:
-    """Normalise newlines and drop invisible characters."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _INVISIBLE.sub("", text)
+    """Normalise newlines and drop invisible characters (:mod:`governed_evidence.invisible`)."""
+    return strip_invisible(text)
 
 
 def find_credentials(text: str) -> list[str]:
     """Names of the credential shapes found in ``text`` (never the matched strings)."""
     return [name for name, pattern in _CREDENTIAL_PATTERNS if pattern.search(text)]
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with every credential-shaped match replaced by ``[credential]`` (for reports)."""
+    for _, pattern in _CREDENTIAL_PATTERNS:
+        text = pattern.sub("[credential]", text)
+    return text
+
+
+def key_block_spans(texts: list[str]) -> list[tuple[int, int]]:
+    """Inclusive index ranges of ``texts`` (blocks in document order) inside a private key's armour.
+
+    A key whose BEGIN and END lines are separate paragraphs from its body would otherwise
+    lose only its marker lines to the per-block guard while its body is served. A BEGIN
+    without an END refuses everything after it: the rest may be the key.
+    """
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(texts):
+        begin = _KEY_BEGIN.search(texts[i])
+        if begin is None:
+            i += 1
+            continue
+        j = i
+        # The END may sit in the same block, after its BEGIN.
+        while j < len(texts) and not _KEY_END.search(texts[j], begin.end() if j == i else 0):
+            j += 1
+        spans.append((i, min(j, len(texts) - 1)))
+        i = j + 1
+    return spans
 
 
 def check_source_file(path: Path, corpus_root: Path, max_bytes: int) -> None:
@@ -80,8 +127,44 @@ def check_source_location(path: Path, corpus_root: Path, *, root_resolved: bool 
         resolved.relative_to(corpus_root if root_resolved else corpus_root.resolve())
     except ValueError:
         raise FileRejectedError("symbolic link points outside the corpus") from None
+    if path.is_symlink():
+        # A link is classified by its own folder but reads its target's bytes: followed, it
+        # would publish a restricted file under a public name (and past the ingest ceiling).
+        raise FileRejectedError(
+            "symbolic link: not followed (the file it points to is indexed under its own name, at its own level)"
+        )
     if not resolved.is_file():
         raise FileRejectedError("not a regular file")
+
+
+def check_name(relative: str) -> None:
+    """Refuse a file whose path cannot be served as it is.
+
+    The path becomes the document name and the start of every citation id, so it must be
+    text a reader sees as it is: valid UTF-8 (an undecodable name once aborted the whole
+    ingest), no invisible characters (a right-to-left override makes a name read
+    backwards), nothing credential-shaped. The reason names what was found, never the name.
+    """
+    if any("\udc80" <= ch <= "\udcff" for ch in relative):
+        raise FileRejectedError("file name is not valid UTF-8")
+    hidden = find_invisible(relative)
+    if hidden:
+        raise FileRejectedError(f"file name contains invisible or control characters ({', '.join(hidden)})")
+    kinds = find_credentials(relative)
+    if kinds:
+        raise FileRejectedError(f"file name is credential-shaped ({', '.join(kinds)})")
+
+
+def printable_name(relative: str) -> str:
+    """A rejected file's path as the report shows it: undecodable bytes as ``\\xNN``,
+    invisible characters as ``\\uXXXX``, credential shapes as ``[credential]``."""
+    shown = relative.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    hidden = set(find_invisible(shown))
+    if hidden:
+        shown = "".join(
+            ch.encode("unicode_escape").decode("ascii") if f"U+{ord(ch):04X}" in hidden else ch for ch in shown
+        )
+    return redact_credentials(shown)
 
 
 def check_source_size(path: Path, max_bytes: int) -> None:

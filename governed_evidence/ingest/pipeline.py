@@ -31,10 +31,19 @@ from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder, ModelIdentity
 from governed_evidence.errors import FileRejectedError, GovernedEvidenceError, IngestError
 from governed_evidence.ingest.chunker import Chunk, chunk_blocks
-from governed_evidence.ingest.classify import classify, level_from_path
+from governed_evidence.ingest.classify import Classified, classify, level_from_front_matter, level_from_path
+from governed_evidence.ingest.document import LoadedDocument
 from governed_evidence.ingest.frontmatter import FRONT_MATTER_LIMIT
-from governed_evidence.ingest.guards import check_source_location, check_source_size, find_credentials
+from governed_evidence.ingest.guards import (
+    check_name,
+    check_source_location,
+    check_source_size,
+    find_credentials,
+    key_block_spans,
+    printable_name,
+)
 from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
+from governed_evidence.invisible import strip_invisible
 from governed_evidence.logging import get_logger
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.connection import connect, read_meta
@@ -61,7 +70,7 @@ MAX_PASSAGE_CHARS = 20_000
 #: citation ids and what a passage stores. It is part of the corpus fingerprint, so bump it
 #: with any change that would build the same corpus into a different index; otherwise an
 #: index built by the old logic is kept as "unchanged".
-INGEST_LOGIC_VERSION = 1
+INGEST_LOGIC_VERSION = 2  # 2: links not followed, names checked, labels fail closed, key runs refused
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -158,7 +167,27 @@ def _sources(corpus: Path) -> list[_Source]:
     ]
 
 
-def _source_state(path: Path, root: Path, max_file_bytes: int) -> list[object]:
+def _hard_link_groups(sources: list[_Source]) -> dict[PurePosixPath, tuple[PurePosixPath, ...]]:
+    """Every supported file that shares its inode with another supported name: all its names.
+
+    One file reached by two names is one document with two claims to a level (a hard link
+    in public/ to a file in restricted/ must not publish it), so the names are classified
+    together and the file is indexed once.
+    """
+    by_inode: dict[tuple[int, int], list[PurePosixPath]] = {}
+    for source in sources:
+        if not source.supported:
+            continue
+        try:
+            info = os.lstat(source.path)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            by_inode.setdefault((info.st_dev, info.st_ino), []).append(source.rel)
+    return {rel: tuple(sorted(names)) for names in by_inode.values() if len(names) > 1 for rel in names}
+
+
+def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: int) -> list[object]:
     """What the build's outcome for one supported file depends on, found without parsing it.
 
     The same location guard as the build decides whether the file may be opened at all; a
@@ -171,6 +200,7 @@ def _source_state(path: Path, root: Path, max_file_bytes: int) -> list[object]:
     the one corpus digest only; nothing about it is parsed, stored or named.
     """
     try:
+        check_name(str(rel))
         check_source_location(path, root, root_resolved=True)
     except FileRejectedError as exc:
         return ["refused", str(exc)]
@@ -225,8 +255,17 @@ def _fingerprint(
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     # Unsupported files never reach the index; they are listed by path (an added or removed
     # one still rebuilds, conservatively) but never opened.
+    groups = _hard_link_groups(sources)
     entries = sorted(
-        (str(s.rel), _source_state(s.path, root, max_file_bytes) if s.supported else ["unsupported"]) for s in sources
+        (
+            str(s.rel),
+            [
+                *(_source_state(s.path, s.rel, root, max_file_bytes) if s.supported else ["unsupported"]),
+                # Which names are one file changes which one is indexed, and at what level.
+                *([["hard links", *map(str, groups[s.rel])]] if s.rel in groups else []),
+            ],
+        )
+        for s in sources
     )
     for rel, state in entries:
         # One JSON line per file: unambiguous whatever characters a file name holds.
@@ -262,18 +301,81 @@ def corpus_fingerprint(
     )
 
 
+def _classify_names(
+    corpus: Path, rel: PurePosixPath, names: tuple[PurePosixPath, ...], default: Classification
+) -> tuple[Classified, PurePosixPath]:
+    """The classification of the file at ``rel`` over every name it has here, and the name
+    it is indexed under.
+
+    Each name is classified on its own (front matter, else its folder); the file takes the
+    most restrictive result, and is indexed under the first name whose own level that is,
+    so a hard link elsewhere neither lowers its level nor moves it.
+    """
+    if len(names) == 1:
+        return classify(corpus / rel, rel, default), rel
+    results = {name: classify(corpus / name, name, default) for name in names}
+    level = max(result.level for result in results.values())
+    home = next(name for name in names if results[name].level == level)
+    decided = results[home]
+    return Classified(level, decided.front, decided.doubts), home
+
+
 def _fallback_title(path: Path) -> str:
     return re.sub(r"[_-]+", " ", path.stem).strip() or path.name
 
 
-def _prepare(
-    path: Path, rel: PurePosixPath, level: Classification, front: dict[str, Any], model_id: str, report: IngestReport
-) -> _Prepared | None:
-    doc = load_document(path, _fallback_title(path))
+#: Longest ``superseded_by`` value accepted: a path, not a document.
+MAX_SUPERSEDED_BY_CHARS = 1024
+
+
+def _sanitise(doc: LoadedDocument, fallback_title: str) -> None:
+    """Invisible characters out of every field a passage serves, whatever the loader did.
+
+    Titles come from DOCX core properties and PDF metadata, headings from PDF outlines:
+    loaders see those strings in many places, so the one guarantee is made here, once.
+    """
+    doc.title = strip_invisible(doc.title).strip() or fallback_title
+    for block in doc.blocks:
+        block.text = strip_invisible(block.text)
+        block.headings = tuple(strip_invisible(h) for h in block.headings)
+        block.table_header = [strip_invisible(h) for h in block.table_header]
+        block.table_rows = [(strip_invisible(r), n) for r, n in block.table_rows]
+
+
+def _superseded_by(value: object) -> str | None:
+    """The path a document names as its replacement, or None; anything else fails the file."""
+    if value is None or value is False or value == "":
+        return None
+    if not isinstance(value, str):
+        # Only a string is a path; a structure could be anything, an alias bomb included.
+        raise FileRejectedError("superseded_by must be the path of the replacing document (a string)")
+    text = strip_invisible(value).strip()
+    if len(text) > MAX_SUPERSEDED_BY_CHARS:
+        raise FileRejectedError(f"superseded_by is longer than {MAX_SUPERSEDED_BY_CHARS} characters")
+    kinds = find_credentials(text)
+    if kinds:
+        raise FileRejectedError(f"superseded_by is credential-shaped ({', '.join(kinds)})")
+    return text or None
+
+
+def _prepare(path: Path, rel: PurePosixPath, decided: Classified, model_id: str, report: IngestReport) -> _Prepared:
+    fallback = _fallback_title(path)
+    doc = load_document(path, fallback)
+    _sanitise(doc, fallback)
     for warning in doc.warnings:
         report.warnings.append((str(rel), warning))
-    superseded = doc.front_matter.get("superseded_by") or front.get("superseded_by")
-    superseded_by = str(superseded).strip() if superseded else None
+    for doubt in decided.doubts:
+        report.warnings.append((str(rel), f"{doubt}: classified restricted"))
+    # The loader parsed the front matter again, from the whole sanitised text; should it
+    # ever read a label the classification window did not, the stricter level holds.
+    level = decided.level
+    loaded_level = level_from_front_matter(doc.front_matter)
+    if loaded_level is not None and loaded_level > level:
+        level = loaded_level
+        report.warnings.append((str(rel), "front matter read differently from its first 64 KiB: stricter level kept"))
+    superseded_by = _superseded_by(
+        doc.front_matter.values.get("superseded_by", decided.front.values.get("superseded_by"))
+    )
     # Refuse credential-shaped text at the block level (a paragraph, a table, a code
     # fence), before chunking, so one secret does not take its neighbours down with it.
     refused: dict[str, int] = {}
@@ -284,6 +386,15 @@ def _prepare(
         for kind in kinds:
             refused[kind] = refused.get(kind, 0) + 1
         return bool(kinds)
+
+    # A private key's armour can open and close in blocks of their own, with the key body
+    # in paragraphs between them that no single-block shape matches: the whole run goes.
+    in_key = set[int]()
+    for first, last in key_block_spans([b.text for b in doc.blocks]):
+        in_key.update(range(first, last + 1))
+        refused["private key block"] = refused.get("private key block", 0) + 1
+        report.passages_refused += 1
+    doc.blocks = [b for i, b in enumerate(doc.blocks) if i not in in_key]
 
     kept = []
     for block in doc.blocks:
@@ -511,6 +622,7 @@ def ingest_corpus(
     # the next ingest rebuilds instead of keeping the rejection.
     deterministic = True
     prepared: list[_Prepared] = []
+    groups = _hard_link_groups(sources)
     for source in sources:
         path, rel = source.path, source.rel
         if not source.supported:
@@ -519,6 +631,7 @@ def ingest_corpus(
         report.files_seen += 1
         try:
             try:
+                check_name(str(rel))
                 check_source_location(path, root, root_resolved=True)
             except FileRejectedError:
                 # Not safe to open, so only its path can say how sensitive it is; a file
@@ -527,22 +640,30 @@ def ingest_corpus(
                     report.excluded_above_ceiling += 1
                     continue
                 raise
-            level, front = classify(path, rel, default_classification)
-            if level > ceiling:
+            decided, canonical = _classify_names(corpus, rel, groups.get(rel, (rel,)), default_classification)
+            if decided.level > ceiling:
                 report.excluded_above_ceiling += 1
                 continue
+            if canonical != rel:
+                raise FileRejectedError(
+                    f"hard link to {canonical}, another name of the same file: indexed once, under that name, "
+                    "at the most restrictive level of its names"
+                )
             check_source_size(path, max_file_bytes)
-            item = _prepare(path, rel, level, front, identity.model_id, report)
+            item = _prepare(path, rel, decided, identity.model_id, report)
+            if item.row.classification > ceiling:
+                report.excluded_above_ceiling += 1
+                continue
         except FileRejectedError as exc:
-            report.rejected.append((str(rel), str(exc)))
-            log.warning("file_rejected", document=str(rel), reason=str(exc))
+            name = printable_name(str(rel))
+            report.rejected.append((name, str(exc)))
+            log.warning("file_rejected", document=name, reason=str(exc))
             continue
         except OSError as exc:
-            report.rejected.append((str(rel), f"cannot be read ({type(exc).__name__})"))
+            report.rejected.append((printable_name(str(rel)), f"cannot be read ({type(exc).__name__})"))
             deterministic = False
             continue
-        if item is not None:
-            prepared.append(item)
+        prepared.append(item)
     report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started
 
     known_paths = {p.row.path for p in prepared}

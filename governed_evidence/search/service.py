@@ -55,7 +55,6 @@ from governed_evidence.search.query import index_tokenizer, match_expression, qu
 from governed_evidence.search.vectors import VectorMatrix, count_searchable, load_matrix, matrix_bytes
 from governed_evidence.store.connection import IndexReader
 from governed_evidence.store.schema import SCHEMA_VERSION
-from governed_evidence.store.text import search_text
 
 __all__ = ["MAX_QUERY_CHARS", "NOT_FOUND_MESSAGE", "Candidate", "Ranking", "SearchService"]
 
@@ -356,9 +355,7 @@ class SearchService:
         fetched = sql.passages_by_id(conn, level, missing)
         for pid, row in fetched.items():
             rows[pid] = row
-            terms[pid] = bm25.row_terms(
-                tokenizer, (row[sql.COL_TITLE], row[sql.COL_HEADING], search_text(row[sql.COL_TEXT]))
-            )
+            terms[pid] = bm25.row_terms(tokenizer, (row[sql.COL_TITLE], row[sql.COL_HEADING], row[sql.COL_SEARCH_TEXT]))
 
     # -- search ---------------------------------------------------------------------
 

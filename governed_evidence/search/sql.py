@@ -26,7 +26,8 @@ BM25_WEIGHTS = (4.0, 2.0, 1.0)
 
 _PASSAGE_COLUMNS = (
     "p.id, p.citation_id, d.path, p.title, p.heading, p.line_start, p.line_end, "
-    "p.page_start, p.page_end, p.classification, p.text, p.ordinal, p.document_id, d.superseded_by"
+    "p.page_start, p.page_end, p.classification, p.text, p.ordinal, p.document_id, d.superseded_by, "
+    "coalesce(p.search_text, p.text)"
 )
 (
     COL_ID,
@@ -43,7 +44,8 @@ _PASSAGE_COLUMNS = (
     COL_ORDINAL,
     COL_DOCUMENT_ID,
     COL_SUPERSEDED_BY,
-) = range(14)
+    COL_SEARCH_TEXT,
+) = range(15)
 _FROM = "FROM passages p JOIN documents d ON d.id = p.document_id"
 
 

@@ -135,8 +135,8 @@ class IndexBuilder:
         searchable = 0 if row.superseded else 1
         self.conn.execute(
             "INSERT INTO passages(document_id, ordinal, citation_id, title, heading, line_start, "
-            "line_end, page_start, page_end, classification, searchable, text, text_hash) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "line_end, page_start, page_end, classification, searchable, text, search_text, text_hash) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 document_id,
                 row.ordinal,
@@ -150,6 +150,9 @@ class IndexBuilder:
                 int(row.classification),
                 searchable,
                 row.text,
+                # Stored only where it differs (a passage with links, tags or a table rule):
+                # search re-scores candidates with it and must not recompute it per query.
+                None if row.search_text == row.text else row.search_text,
                 row.text_hash,
             ),
         )

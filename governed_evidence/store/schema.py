@@ -26,8 +26,9 @@ __all__ = [
     "vocab_table",
 ]
 
-#: 2: per-level document-frequency tables.
-SCHEMA_VERSION = 2
+#: 2: per-level document-frequency tables. 3: ``passages.search_text``, the indexed form of a
+#: passage body where it differs from the text (NULL otherwise), so search never derives it.
+SCHEMA_VERSION = 3
 
 #: Porter stemming over unicode61 (diacritics folded); query text is tokenised with the
 #: same tokenizer so that what a user types is searched as plain words.
@@ -83,6 +84,7 @@ CREATE TABLE passages (
     classification INTEGER NOT NULL,
     searchable     INTEGER NOT NULL,
     text           TEXT NOT NULL,
+    search_text    TEXT,
     text_hash      TEXT NOT NULL,
     UNIQUE (document_id, ordinal)
 );

@@ -1,4 +1,14 @@
-"""Text as a search index should see it: link targets and tags removed, words kept."""
+"""Text as a search index should see it: link targets and tags removed, words kept.
+
+Every pattern here runs over untrusted text, so each one is linear in its input: no
+repetition can match a newline unless the pattern is anchored to it, and every
+repetition that could rescan the rest of the text from many starting points (link text,
+a link target, a tag body) is bounded in length. A construct longer than its bound is
+simply left as words, which only costs the index a few extra tokens.
+
+The result is computed once at ingest and stored with the passage; search reads the
+stored copy and never runs these patterns at query time.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +16,18 @@ import re
 
 __all__ = ["search_text"]
 
-_MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_MD_REF = re.compile(r"^\s*\[[^\]]+\]:\s*\S+.*$", re.MULTILINE)
-_HTML_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+#: Longest link text, link target or tag body removed; longer ones are left as words.
+_SPAN = 500
+
+_MD_IMAGE = re.compile(rf"!\[([^\]\n]{{0,{_SPAN}}})\]\([^)\n]{{0,{_SPAN}}}\)")
+_MD_LINK = re.compile(rf"\[([^\]\n]{{0,{_SPAN}}})\]\([^)\n]{{0,{_SPAN}}}\)")
+_MD_REF = re.compile(rf"^[ \t]*\[[^\]\n]{{1,{_SPAN}}}\]:[ \t]*\S.*$", re.MULTILINE)
+_HTML_TAG = re.compile(rf"</?[A-Za-z][^>]{{0,{_SPAN}}}>")
 _URL = re.compile(r"\bhttps?://\S+|\bwww\.\S+")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}.*$", re.MULTILINE)
+# [ \t], not \s: \s matches newlines, and over a run of blank lines that made this pattern
+# cubic (a 2 KB document stalled every search for about 90 s).
+_TABLE_RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}.*$", re.MULTILINE)
+_SPACES = re.compile(r"[ \t]+")
 
 
 #: Every substitution below needs one of these in the text; without them only spacing changes.
@@ -29,4 +45,4 @@ def search_text(text: str) -> str:
     text = _HTML_TAG.sub(" ", text)
     text = _URL.sub(" ", text)
     text = _TABLE_RULE.sub("", text)
-    return re.sub(r"[ \t]+", " ", text).strip()
+    return _SPACES.sub(" ", text).strip()

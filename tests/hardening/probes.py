@@ -116,7 +116,7 @@ def document_text(path: Path, relative: str) -> list[str]:
     out.append(doc.title)
     out.extend(" ".join(b.headings) for b in doc.blocks)
     out.append("\n".join(b.text for b in doc.blocks))
-    out.extend(_strings(doc.front_matter))
+    out.extend(_strings(doc.front_matter.values))
     return out
 
 

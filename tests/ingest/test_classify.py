@@ -13,6 +13,7 @@ from governed_evidence.ingest import frontmatter
 from governed_evidence.ingest.classify import classify
 from governed_evidence.ingest.frontmatter import (
     FRONT_MATTER_LIMIT,
+    FrontMatter,
     FrontMatterError,
     parse_front_matter,
     read_front_matter,
@@ -33,7 +34,7 @@ def make(root: Path, rel: str, content: str | bytes) -> tuple[Path, PurePosixPat
 
 def level_of(root: Path, rel: str, content: str | bytes, default: Classification = INTERNAL) -> Classification:
     path, relative = make(root, rel, content)
-    return classify(path, relative, default)[0]
+    return classify(path, relative, default).level
 
 
 @pytest.mark.parametrize(
@@ -107,7 +108,8 @@ def test_known_labels_are_case_and_space_insensitive(tmp_path: Path, label: str)
     ],
 )
 def test_broken_front_matter_fails_closed(tmp_path: Path, content: str) -> None:
-    level, front = classify(*make(tmp_path, "public/doc.md", content), PUBLIC)
+    decided = classify(*make(tmp_path, "public/doc.md", content), PUBLIC)
+    level, front = decided.level, decided.front.values
     assert level is RESTRICTED
     assert front == {}
 
@@ -119,7 +121,8 @@ def test_front_matter_not_closed_within_the_limit_fails_closed(tmp_path: Path) -
 
 def test_front_matter_is_returned_with_the_level(tmp_path: Path) -> None:
     path, rel = make(tmp_path, "internal/remote.md", "---\ntitle: Remote\nsuperseded_by: internal/new.md\n---\nBody.\n")
-    level, front = classify(path, rel, PUBLIC)
+    decided = classify(path, rel, PUBLIC)
+    level, front = decided.level, decided.front.values
     assert level is INTERNAL
     assert front == {"title": "Remote", "superseded_by": "internal/new.md"}
 
@@ -155,8 +158,7 @@ def test_front_matter_is_read_without_reading_the_whole_file(tmp_path: Path, mon
 
     _CountingReader.bytes_read = 0
     monkeypatch.setattr(Path, "open", counting_open)
-    level, _ = classify(path, rel, PUBLIC)
-    assert level is RESTRICTED
+    assert classify(path, rel, PUBLIC).level is RESTRICTED
     assert 0 < _CountingReader.bytes_read <= FRONT_MATTER_LIMIT
     assert path.stat().st_size > 4 * FRONT_MATTER_LIMIT
 
@@ -164,21 +166,21 @@ def test_front_matter_is_read_without_reading_the_whole_file(tmp_path: Path, mon
 def test_unreadable_text_file_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path, rel = make(tmp_path, "public/locked.md", "---\nclassification: public\n---\nBody.\n")
 
-    def refuse(_: Path) -> dict[str, Any]:
+    def refuse(_: Path) -> FrontMatter:
         raise PermissionError("denied")
 
     monkeypatch.setattr("governed_evidence.ingest.classify.read_front_matter", refuse)
-    assert classify(path, rel, PUBLIC)[0] is RESTRICTED
+    assert classify(path, rel, PUBLIC).level is RESTRICTED
 
 
 def test_parse_front_matter_reports_the_lines_it_occupies() -> None:
-    front, offset = parse_front_matter("---\ntitle: A\ntags: [x, y]\n---\n# A\n")
-    assert front == {"title": "A", "tags": ["x", "y"]}
-    assert offset == 4
-    assert parse_front_matter("# No front matter\n---\n") == ({}, 0)
-    assert parse_front_matter("---\n---\nBody\n") == ({}, 2)
+    matter = parse_front_matter("---\ntitle: A\ntags: [x, y]\n---\n# A\n")
+    assert matter.values == {"title": "A", "tags": ["x", "y"]}
+    assert matter.lines == 4
+    assert parse_front_matter("# No front matter\n---\n") == FrontMatter({}, 0)
+    assert parse_front_matter("---\n---\nBody\n") == FrontMatter({}, 2)
     # A YAML document end marker also closes front matter.
-    assert parse_front_matter("---\ntitle: B\n...\nBody\n") == ({"title": "B"}, 3)
+    assert parse_front_matter("---\ntitle: B\n...\nBody\n") == FrontMatter({"title": "B"}, 3)
 
 
 def test_parse_front_matter_errors() -> None:
@@ -193,7 +195,68 @@ def test_parse_front_matter_errors() -> None:
 def test_read_front_matter_uses_the_module_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "doc.md"
     path.write_text("---\ntitle: " + "a" * 200 + "\n---\nBody\n")
-    assert read_front_matter(path)["title"] == "a" * 200
+    assert read_front_matter(path).values["title"] == "a" * 200
     monkeypatch.setattr(frontmatter, "FRONT_MATTER_LIMIT", 64)
     with pytest.raises(FrontMatterError, match="not closed"):
         read_front_matter(path)
+
+
+# -- labels that must not fail open (security review, finding 3) --------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("---\nClassification: restricted\n---\nBody.\n", RESTRICTED),
+        ("---\nCLASSIFICATION: RESTRICTED\n---\nBody.\n", RESTRICTED),
+        ("---\nClassification: internal\n---\nBody.\n", INTERNAL),
+        ("---\nclassi\u200bfication: restricted\n---\nBody.\n", RESTRICTED),
+        ("\u200b---\nclassification: internal\n---\nBody.\n", INTERNAL),
+        ("\ufeff\ufeff---\nclassification: internal\n---\nBody.\n", INTERNAL),
+        (" ---\nclassification: internal\n---\nBody.\n", INTERNAL),
+        ("---\nｃｌａｓｓｉｆｉｃａｔｉｏｎ: internal\n---\nBody.\n", INTERNAL),  # fullwidth: NFKC folds it
+    ],
+    ids=["title-case", "upper-case", "title-case-internal", "zero-width-in-key", "zero-width-before-fence",
+         "second-bom", "indented-fence", "fullwidth-key"],
+)  # fmt: skip
+def test_label_spellings_are_read_as_the_label(tmp_path: Path, content: str, expected: Classification) -> None:
+    decided = classify(*make(tmp_path, "public/doc.md", content), PUBLIC)
+    assert decided.level is expected
+    assert decided.doubts == ()
+
+
+@pytest.mark.parametrize(
+    ("content", "doubt"),
+    [
+        ("---\nclаssification: public\n---\nBody.\n", "resembles"),  # Cyrillic a
+        ("---\nсlаssifiсаtion: public\n---\nBody.\n", "resembles"),  # several Cyrillic letters
+        ("---\nclasification: public\n---\nBody.\n", "resembles"),  # a typo
+        ("---\ndata_classification: public\n---\nBody.\n", "resembles"),
+        ("---\nclassification: restricted\nclassification: public\n---\nBody.\n", "more than once"),
+        ("---\nclassification: restricted\nClassification: public\n---\nBody.\n", "more than once"),
+    ],
+)
+def test_a_label_that_cannot_be_trusted_makes_the_document_restricted(
+    tmp_path: Path, content: str, doubt: str
+) -> None:
+    decided = classify(*make(tmp_path, "public/doc.md", content), PUBLIC)
+    assert decided.level is RESTRICTED
+    assert any(doubt in d for d in decided.doubts), decided.doubts
+
+
+def test_ordinary_keys_raise_no_doubt(tmp_path: Path) -> None:
+    content = "---\ntitle: T\nowner: security\nclassified_by: ops\nlast_reviewed: 2024-01-01\n---\nBody.\n"
+    decided = classify(*make(tmp_path, "internal/doc.md", content), PUBLIC)
+    assert decided.level is INTERNAL
+    assert decided.doubts == ()
+
+
+def test_yaml_aliases_are_refused_before_they_expand() -> None:
+    bomb = "---\nsuperseded_by: &a [x, x, x, x, x, x, x, x, x]\nother: [*a, *a, *a]\n---\nBody.\n"
+    with pytest.raises(FrontMatterError, match="aliases"):
+        parse_front_matter(bomb)
+
+
+def test_front_matter_nested_past_the_parser_recursion_is_refused() -> None:
+    with pytest.raises(FrontMatterError, match="not valid YAML|nests too deeply"):
+        parse_front_matter("---\nx: " + "[" * 50_000 + "]" * 50_000 + "\n---\nBody.\n")

@@ -82,7 +82,7 @@ def test_markdown_line_numbers_count_the_front_matter() -> None:
     assert (first.kind, first.text, first.line_start, first.line_end) == ("heading", "# Information handling", 5, 5)
     intro = doc.blocks[1]
     assert (intro.line_start, intro.line_end) == (7, 8)
-    assert doc.front_matter == {"title": "Information handling standard", "owner": "security"}
+    assert doc.front_matter.values == {"title": "Information handling standard", "owner": "security"}
     assert doc.title == "Information handling standard"
 
 

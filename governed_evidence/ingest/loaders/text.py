@@ -25,7 +25,8 @@ def looks_like_heading(line: str) -> bool:
 
 
 def parse_text(text: str, fallback_title: str) -> LoadedDocument:
-    front, offset = parse_front_matter(text)
+    matter = parse_front_matter(text)
+    front, offset = matter.values, matter.lines
     lines = text.split("\n")
     paragraphs: list[tuple[int, int]] = []  # 0-based [start, end)
     start: int | None = None
@@ -56,4 +57,4 @@ def parse_text(text: str, fallback_title: str) -> LoadedDocument:
             blocks.append(Block("heading", "\n".join(chunk), headings or (heading,), a + 1, b))
             continue
         blocks.append(Block("paragraph", "\n".join(chunk), headings, a + 1, b))
-    return LoadedDocument(title=title or fallback_title, format="text", blocks=blocks, front_matter=front)
+    return LoadedDocument(title=title or fallback_title, format="text", blocks=blocks, front_matter=matter)
