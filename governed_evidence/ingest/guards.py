@@ -52,13 +52,6 @@ _CREDENTIAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "connection string with password",
         re.compile(r"\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@]{1,256}:[^\s@/]{4,256}@[\w.-]"),
     ),
-    # The body of a PEM or OpenSSH key without its armour lines: two or more lines of 60+
-    # base64 characters, each mixing upper case, lower case and digits (a hex digest line
-    # has no upper case; prose has spaces).
-    (
-        "encoded key material",
-        re.compile(r"(?m)(?:^(?=[^\n]*[A-Z])(?=[^\n]*[a-z])(?=[^\n]*[0-9])[A-Za-z0-9+/]{60,}={0,2}[ \t]*(?:\n|$)){2,}"),
-    ),
 )
 
 #: Where a private key's armour opens and closes: everything between is key material.
