@@ -28,6 +28,13 @@ Confidence = Annotated[
 ]
 CitationId = Annotated[
     str,
-    Field(min_length=1, max_length=1000, description="A citation_id returned by search_documents."),
+    Field(
+        min_length=1,
+        max_length=1000,
+        # Ingest never makes a citation id with a control character (names carrying one are
+        # refused), so one here is a mistake or a probe: refused before any lookup.
+        pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
+        description="A citation_id returned by search_documents (no line breaks or control characters).",
+    ),
 ]
 Context = Annotated[int, Field(ge=0, le=3, description="Neighbouring passages to include on each side (0-3).")]
