@@ -27,7 +27,8 @@ from governed_evidence.embeddings.base import Embedder, ModelIdentity, Vectors
 from governed_evidence.embeddings.minilm import MiniLMEmbedder
 from governed_evidence.search import sql
 from governed_evidence.search.query import match_expression, query_tokens
-from governed_evidence.search.service import CANDIDATES, SearchService
+from governed_evidence.search.ranking import CANDIDATES
+from governed_evidence.search.service import SearchService
 
 __all__ = ["load_queries", "run_search"]
 
@@ -97,7 +98,7 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
     started = time.perf_counter()
     service.warm()
     result["vector_load_s"] = round(time.perf_counter() - started, 2)
-    held = service._matrix[1] if service._matrix is not None else None
+    held = service.vectors.matrix
     result["vectors_in_memory_mb"] = round(held.nbytes / 2**20, 1) if held is not None else 0.0
     result["vector_strategy"] = (
         "none (vec0 KNN)"

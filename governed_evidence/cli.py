@@ -20,6 +20,7 @@ from governed_evidence import __version__
 from governed_evidence.config import Classification, Settings, parse_level
 from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
 from governed_evidence.logging import configure_logging
+from governed_evidence.search.limits import CONFIDENCE_LEVELS, DEFAULT_LIMIT, MAX_LIMIT, SEARCH_MODES
 
 # Commands import what they use when they run: `serve` must not pay at start-up for the
 # ingest parsers, the evaluation client or the statistics HTTP stack (tests/mcp/test_startup.py).
@@ -253,9 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query")
     p.add_argument("--db")
     p.add_argument("--ceiling", choices=LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")
-    p.add_argument("--mode", choices=["hybrid", "keyword", "semantic"], default="hybrid")
-    p.add_argument("--limit", type=int, default=8)
-    p.add_argument("--confidence", choices=["strict", "normal"], default="strict")
+    p.add_argument("--mode", choices=SEARCH_MODES, default=SEARCH_MODES[0])
+    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"1-{MAX_LIMIT} (default {DEFAULT_LIMIT})")
+    p.add_argument("--confidence", choices=CONFIDENCE_LEVELS, default=CONFIDENCE_LEVELS[0])
     p.add_argument("--json", action="store_true", help="print exactly what the MCP tool returns")
     p.set_defaults(func=_cmd_search)
 

@@ -19,7 +19,8 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from governed_evidence.config import Classification
-from governed_evidence.search.models import SearchMode, SearchResponse
+from governed_evidence.search.limits import ConfidenceLevel, SearchMode
+from governed_evidence.search.models import SearchResponse
 
 __all__ = ["McpSearcher"]
 
@@ -51,7 +52,7 @@ class McpSearcher:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=300)
 
     def search(
-        self, query: str, *, limit: int = 8, mode: SearchMode = "hybrid", confidence_level: str = "strict"
+        self, query: str, *, limit: int = 8, mode: SearchMode = "hybrid", confidence_level: ConfidenceLevel = "strict"
     ) -> SearchResponse:
         result = self._run(
             self._client.call_tool(

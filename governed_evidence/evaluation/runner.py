@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from governed_evidence.config import Classification
 from governed_evidence.evaluation.questions import Question
 from governed_evidence.ingest.guards import find_credentials
-from governed_evidence.search.models import SearchMode, SearchResponse
+from governed_evidence.search.limits import ConfidenceLevel, SearchMode
+from governed_evidence.search.models import SearchResponse
 
 __all__ = ["GOVERNANCE_SLICES", "Searcher", "SliceReport", "run_slices"]
 
@@ -36,7 +37,7 @@ class Searcher(Protocol):
     ceiling: Classification
 
     def search(
-        self, query: str, *, limit: int = ..., mode: SearchMode = ..., confidence_level: str = ...
+        self, query: str, *, limit: int = ..., mode: SearchMode = ..., confidence_level: ConfidenceLevel = ...
     ) -> SearchResponse: ...
 
 

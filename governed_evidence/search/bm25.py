@@ -34,6 +34,7 @@ __all__ = [
     "POSTINGS_BUDGET",
     "RowTerms",
     "TableTotals",
+    "coverage_idf",
     "idf",
     "row_terms",
     "score",
@@ -83,6 +84,15 @@ def idf(rows: int, hits: int) -> float:
     """FTS5's IDF: log((N - n + 0.5) / (n + 0.5)), floored at 1e-6 for very common terms."""
     value = math.log((rows - hits + 0.5) / (hits + 0.5))
     return value if value > 0.0 else 1e-6
+
+
+def coverage_idf(rows: int, hits: int) -> float:
+    """The IDF that weighs words in the coverage signal: log(1 + (N - n + 0.5) / (n + 0.5)).
+
+    Unlike :func:`idf` it never reaches zero, so a word in most passages still counts a
+    little towards "the passage holds every word of the question".
+    """
+    return math.log(1.0 + (rows - hits + 0.5) / (hits + 0.5))
 
 
 def selective_prefix(terms: Sequence[str], frequencies: dict[str, int], rows: int) -> list[int]:

@@ -23,14 +23,18 @@ validated on a held-out question set that was never used for tuning (docs/evalua
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 __all__ = [
     "BACKGROUND_RANKS",
     "CALIBRATIONS",
+    "GateOutcome",
     "GateThresholds",
     "ModelCalibration",
     "Signals",
+    "apply_gate",
     "background_similarity",
     "calibration_for",
     "confidence",
@@ -108,3 +112,36 @@ def confidence(signals: Signals, calibration: ModelCalibration) -> float:
         semantic *= calibration.distinct_base + (1.0 - calibration.distinct_base) * distinct
     keyword = calibration.coverage_weight * coverage**2
     return round(_clip(1.0 - (1.0 - semantic) * (1.0 - keyword)), 4)
+
+
+class _Confident(Protocol):
+    @property
+    def confidence(self) -> float: ...
+
+
+C = TypeVar("C", bound=_Confident)
+
+
+@dataclass(frozen=True)
+class GateOutcome(Generic[C]):
+    #: What passed the threshold, at most ``limit``, in ranking order.
+    kept: list[C]
+    #: Candidates visible to the caller that the threshold withheld.
+    withheld: int
+    #: The best confidence seen (for the abstention reason).
+    best: float
+
+
+def apply_gate(candidates: Sequence[C], *, threshold: float, enabled: bool, limit: int) -> GateOutcome[C]:
+    """Keep what reaches ``threshold`` (everything when the gate is off), up to ``limit``."""
+    kept: list[C] = []
+    withheld = 0
+    best = 0.0
+    for candidate in candidates:
+        best = max(best, candidate.confidence)
+        if enabled and candidate.confidence < threshold:
+            withheld += 1
+            continue
+        if len(kept) < limit:
+            kept.append(candidate)
+    return GateOutcome(kept, withheld, best)

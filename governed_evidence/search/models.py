@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from governed_evidence.sdmx.models import StatisticsCacheStatus
+from governed_evidence.search.limits import ConfidenceLevel, SearchMode
 
 __all__ = [
     "SOURCES_NOTICE",
@@ -24,7 +25,6 @@ __all__ = [
     "Span",
 ]
 
-SearchMode = Literal["hybrid", "keyword", "semantic"]
 ClassificationLabel = Literal["public", "internal", "restricted"]
 
 UNTRUSTED_NOTICE = (
@@ -71,7 +71,7 @@ class SearchResponse(_Model):
     requested_mode: SearchMode
     search_mode: SearchMode = Field(description="The mode actually used (keyword when meaning search is unavailable).")
     search_mode_reason: str | None = Field(default=None, description="Why search_mode differs from requested_mode.")
-    confidence: Literal["strict", "normal"]
+    confidence: ConfidenceLevel
     gate: Literal["on", "off"]
     ceiling: ClassificationLabel
     withheld: int = Field(ge=0, description="Candidates visible to the caller but withheld as too weak.")

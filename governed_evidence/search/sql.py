@@ -7,46 +7,31 @@ vector side filters on the ``classification`` metadata column within the KNN.
 
 from __future__ import annotations
 
-from typing import Any
-
 import apsw
 
 from governed_evidence.config import Classification
+from governed_evidence.search.rows import DOCUMENT_COLUMNS, PASSAGE_COLUMNS, PASSAGE_FROM, DocumentEntry, Passage
 from governed_evidence.store.schema import fts_table, terms_table
 
 __all__ = [
     "BM25_WEIGHTS",
-    "COL_CITATION",
+    "cosine_distances",
+    "document_frequencies",
+    "documents",
+    "fts_row_count",
+    "keyword_ranking",
     "keyword_sql",
+    "level_counts",
+    "neighbours",
+    "passage_by_citation",
+    "passages_by_id",
+    "quick_check",
+    "vector_ranking",
     "vector_sql",
 ]
 
 #: Column weights for bm25(title, heading, body): a match in a title or heading counts more.
 BM25_WEIGHTS = (4.0, 2.0, 1.0)
-
-_PASSAGE_COLUMNS = (
-    "p.id, p.citation_id, d.path, p.title, p.heading, p.line_start, p.line_end, "
-    "p.page_start, p.page_end, p.classification, p.text, p.ordinal, p.document_id, d.superseded_by, "
-    "coalesce(p.search_text, p.text)"
-)
-(
-    COL_ID,
-    COL_CITATION,
-    COL_PATH,
-    COL_TITLE,
-    COL_HEADING,
-    COL_LINE_START,
-    COL_LINE_END,
-    COL_PAGE_START,
-    COL_PAGE_END,
-    COL_CLASSIFICATION,
-    COL_TEXT,
-    COL_ORDINAL,
-    COL_DOCUMENT_ID,
-    COL_SUPERSEDED_BY,
-    COL_SEARCH_TEXT,
-) = range(15)
-_FROM = "FROM passages p JOIN documents d ON d.id = p.document_id"
 
 
 def keyword_sql(level: Classification) -> str:
@@ -85,36 +70,37 @@ def cosine_distances(conn: apsw.Connection, vector: bytes, ids: list[int]) -> di
     return out
 
 
-def passages_by_id(conn: apsw.Connection, level: Classification, ids: set[int]) -> dict[int, tuple[Any, ...]]:
+def passages_by_id(conn: apsw.Connection, level: Classification, ids: set[int]) -> dict[int, Passage]:
     """Searchable passages at or below ``level`` (a second, independent ceiling check)."""
     if not ids:
         return {}
     ordered = sorted(ids)
     marks = ",".join("?" * len(ordered))
     rows = conn.execute(
-        f"SELECT {_PASSAGE_COLUMNS} {_FROM} WHERE p.id IN ({marks}) AND p.classification <= ? AND p.searchable = 1",
+        f"SELECT {PASSAGE_COLUMNS} {PASSAGE_FROM} "
+        f"WHERE p.id IN ({marks}) AND p.classification <= ? AND p.searchable = 1",
         (*ordered, int(level)),
     ).fetchall()
-    return {int(r[COL_ID]): tuple(r) for r in rows}  # type: ignore[arg-type]
+    return {passage.id: passage for passage in map(Passage.from_row, rows)}
 
 
-def passage_by_citation(conn: apsw.Connection, ceiling: Classification, citation_id: str) -> tuple[Any, ...] | None:
+def passage_by_citation(conn: apsw.Connection, ceiling: Classification, citation_id: str) -> Passage | None:
     row = conn.execute(
-        f"SELECT {_PASSAGE_COLUMNS} {_FROM} WHERE p.citation_id = ? AND p.classification <= ?",
+        f"SELECT {PASSAGE_COLUMNS} {PASSAGE_FROM} WHERE p.citation_id = ? AND p.classification <= ?",
         (citation_id, int(ceiling)),
     ).fetchone()
-    return tuple(row) if row is not None else None
+    return Passage.from_row(row) if row is not None else None
 
 
 def neighbours(
     conn: apsw.Connection, ceiling: Classification, document_id: int, ordinal: int, context: int
-) -> list[tuple[Any, ...]]:
+) -> list[Passage]:
     rows = conn.execute(
-        f"SELECT {_PASSAGE_COLUMNS} {_FROM} WHERE p.document_id = ? AND p.ordinal BETWEEN ? AND ? "
+        f"SELECT {PASSAGE_COLUMNS} {PASSAGE_FROM} WHERE p.document_id = ? AND p.ordinal BETWEEN ? AND ? "
         "AND p.classification <= ? ORDER BY p.ordinal",
         (document_id, ordinal - context, ordinal + context, int(ceiling)),
     ).fetchall()
-    return [tuple(r) for r in rows]
+    return [Passage.from_row(r) for r in rows]
 
 
 def fts_row_count(meta: dict[str, str], level: Classification) -> int:
@@ -142,12 +128,11 @@ def level_counts(conn: apsw.Connection, ceiling: Classification) -> list[tuple[i
     return [(int(level), *found.get(int(level), (0, 0, 0))) for level in Classification if level <= ceiling]
 
 
-def documents(conn: apsw.Connection, ceiling: Classification, limit: int) -> list[tuple[Any, ...]]:
+def documents(conn: apsw.Connection, ceiling: Classification, limit: int) -> list[DocumentEntry]:
     return [
-        tuple(r)
+        DocumentEntry.from_row(r)
         for r in conn.execute(
-            "SELECT path, title, format, classification, passage_count, superseded_by FROM documents "
-            "WHERE classification <= ? ORDER BY path LIMIT ?",
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE classification <= ? ORDER BY path LIMIT ?",
             (int(ceiling), limit),
         )
     ]

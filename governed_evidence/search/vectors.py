@@ -19,6 +19,8 @@ is not in memory at all and cannot take a rank, move a score or be counted.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,9 +28,15 @@ import apsw
 import numpy as np
 
 from governed_evidence.config import Classification
+from governed_evidence.errors import IndexUnavailableError
+from governed_evidence.logging import get_logger
+from governed_evidence.store.connection import IndexReader
 
 __all__ = [
     "EXACT_ROWS",
+    "RESCORE_FRACTION",
+    "RESCORE_MIN",
+    "HeldVectors",
     "VectorMatrix",
     "count_searchable",
     "load_matrix",
@@ -36,6 +44,8 @@ __all__ = [
     "rescore_count",
     "sign_codes",
 ]
+
+log = get_logger("search")
 
 #: Float32 bytes per dimension; the budget check multiplies it by rows and dimension.
 _FLOAT_BYTES = 4
@@ -213,3 +223,104 @@ def load_matrix(
         ids, matrix = ids[order], matrix[order]
         codes = np.ascontiguousarray(codes[:, order]) if codes is not None else None
     return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes)
+
+
+class HeldVectors:
+    """The in-memory copy of one index file's searchable vectors, for one ceiling.
+
+    Copied in the background on first need (or at start, by :meth:`load`), reloaded when a
+    rebuild replaces the file, never larger than the memory budget, and stopped at
+    shutdown. While there is no copy, callers use the vec0 KNN: exact, only slower.
+    """
+
+    def __init__(self, reader: IndexReader, memory_bytes: int, ceiling: Classification) -> None:
+        self._reader = reader
+        #: 0: never held; the vec0 KNN answers every query.
+        self.memory_bytes = memory_bytes
+        self._ceiling = ceiling
+        self._held: tuple[tuple[int, int], VectorMatrix] | None = None
+        self._attempted: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+
+    @property
+    def matrix(self) -> VectorMatrix | None:
+        """The copy held now, whichever file generation it belongs to."""
+        held = self._held
+        return held[1] if held is not None else None
+
+    @property
+    def generation(self) -> tuple[int, int] | None:
+        """The file generation of the copy held now (None without one)."""
+        held = self._held
+        return held[0] if held is not None else None
+
+    def get(self, generation: tuple[int, int], level: Classification, dimension: int) -> VectorMatrix | None:
+        """The copy of this file generation, or None (and a background copy is started)."""
+        held = self._held
+        if held is not None and held[0] == generation:
+            return held[1]
+        if self.memory_bytes <= 0 or self._closing.is_set():
+            return None
+        with self._lock:
+            if generation in self._attempted:
+                return None
+            self._attempted.add(generation)
+        threading.Thread(
+            target=self._background, args=(generation, level, dimension), name="vector-load", daemon=True
+        ).start()
+        return None
+
+    def close(self) -> None:
+        """Stop any copy in progress (the process is shutting down)."""
+        self._closing.set()
+
+    def _background(self, generation: tuple[int, int], level: Classification, dimension: int) -> None:
+        try:
+            current, conn, _ = self._reader.snapshot()
+            # A rebuild landed since the request: the next query asks for the new file.
+            if current == generation:
+                self.load(generation, conn, level, dimension)
+        except IndexUnavailableError:
+            pass
+        finally:
+            # This thread's connection is not needed again.
+            self._reader.close()
+
+    def load(self, generation: tuple[int, int], conn: apsw.Connection, level: Classification, dimension: int) -> None:
+        """Copy the vectors of ``generation`` now, unless held already or over the budget."""
+        with self._lock:
+            held = self._held
+            if held is not None and held[0] == generation:
+                return
+            self._attempted.add(generation)
+            if self.memory_bytes <= 0 or self._closing.is_set():
+                return
+            rows = count_searchable(conn, level)
+            needed = matrix_bytes(rows, dimension)
+            if dimension <= 0 or needed > self.memory_bytes:
+                log.warning(
+                    "vectors_not_held_in_memory",
+                    reason="larger than the vector memory budget",
+                    needed_mb=round(needed / 2**20, 1),
+                    budget_mb=round(self.memory_bytes / 2**20, 1),
+                )
+                return
+            # Drop the previous file's copy first, so a rebuild never holds two.
+            self._held = None
+            started = time.perf_counter()
+            try:
+                matrix = load_matrix(conn, level, dimension, cancelled=self._closing.is_set)
+            except (apsw.Error, ValueError) as exc:
+                log.warning("vectors_not_held_in_memory", reason=type(exc).__name__)
+                return
+            if matrix is None:
+                return
+            self._held = (generation, matrix)
+        log.info(
+            "vectors_in_memory",
+            rows=matrix.rows,
+            mb=round(matrix.nbytes / 2**20, 1),
+            ceiling=self._ceiling.label,
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )

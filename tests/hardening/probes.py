@@ -29,7 +29,7 @@ from governed_evidence.search.models import (
     SearchResponse,
     SourcesResponse,
 )
-from governed_evidence.search.service import NOT_FOUND_MESSAGE
+from governed_evidence.search.reading import NOT_FOUND_MESSAGE
 from governed_evidence.store.connection import connect
 
 REPO = Path(__file__).resolve().parents[2]

@@ -36,7 +36,8 @@ from governed_evidence.errors import GovernedEvidenceError, IndexCorruptError, I
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp.app import CAPABILITIES_URI
-from governed_evidence.search.service import NOT_FOUND_MESSAGE, SearchService
+from governed_evidence.search.reading import NOT_FOUND_MESSAGE
+from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
 from tests.hardening import figures
 from tests.hardening.conftest import LogCapture, MemoEmbedder

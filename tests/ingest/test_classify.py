@@ -236,9 +236,7 @@ def test_label_spellings_are_read_as_the_label(tmp_path: Path, content: str, exp
         ("---\nclassification: restricted\nClassification: public\n---\nBody.\n", "more than once"),
     ],
 )
-def test_a_label_that_cannot_be_trusted_makes_the_document_restricted(
-    tmp_path: Path, content: str, doubt: str
-) -> None:
+def test_a_label_that_cannot_be_trusted_makes_the_document_restricted(tmp_path: Path, content: str, doubt: str) -> None:
     decided = classify(*make(tmp_path, "public/doc.md", content), PUBLIC)
     assert decided.level is RESTRICTED
     assert any(doubt in d for d in decided.doubts), decided.doubts
@@ -258,5 +256,5 @@ def test_yaml_aliases_are_refused_before_they_expand() -> None:
 
 
 def test_front_matter_nested_past_the_parser_recursion_is_refused() -> None:
-    with pytest.raises(FrontMatterError, match="not valid YAML|nests too deeply"):
+    with pytest.raises(FrontMatterError, match=r"not valid YAML|nests too deeply"):
         parse_front_matter("---\nx: " + "[" * 50_000 + "]" * 50_000 + "\n---\nBody.\n")

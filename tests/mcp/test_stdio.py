@@ -14,7 +14,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from governed_evidence.search.models import IndexStatus, ReadPassageResponse, SearchResponse, SourcesResponse
-from governed_evidence.search.service import NOT_FOUND_MESSAGE
+from governed_evidence.search.reading import NOT_FOUND_MESSAGE
 
 SURFACE = Path(__file__).with_name("surface.json")
 DOCUMENT_TOOLS = {"search_documents", "read_passage", "list_sources", "index_status"}

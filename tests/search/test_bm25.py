@@ -55,7 +55,7 @@ def test_python_bm25_equals_fts5_bm25(built_index: Path, level: Classification) 
         for pid, fts_score in expected:
             row = rows[pid]
             terms = bm25.row_terms(
-                tokenizer, (row[sql.COL_TITLE], row[sql.COL_HEADING], search_text(row[sql.COL_TEXT]))
+                tokenizer, (row.title, row.heading, search_text(row.text))
             )
             assert -bm25.score(phrases, idfs, terms, sql.BM25_WEIGHTS, totals) == pytest.approx(fts_score, rel=1e-12)
             checked += 1

@@ -17,7 +17,8 @@ from governed_evidence.errors import (
     NotFoundError,
 )
 from governed_evidence.ingest.pipeline import ingest_corpus
-from governed_evidence.search.service import NOT_FOUND_MESSAGE, SearchService
+from governed_evidence.search.reading import NOT_FOUND_MESSAGE
+from governed_evidence.search.service import SearchService
 from tests.helpers import HashEmbedder, write
 
 Factory = Callable[..., SearchService]

@@ -28,9 +28,9 @@ BUDGET = 64 * 2**20
 
 
 def _service(db: Path, embedder: HashEmbedder, ceiling: Classification, memory: int = BUDGET) -> SearchService:
-    svc = SearchService(db, ceiling=ceiling, embedder_factory=lambda: embedder, gate_enabled=False)
-    svc.vector_memory_bytes = memory
-    return svc
+    return SearchService(
+        db, ceiling=ceiling, embedder_factory=lambda: embedder, gate_enabled=False, vector_memory_bytes=memory
+    )
 
 
 def test_matrix_ranking_equals_vec0_knn(built_index: Path, hash_embedder: HashEmbedder) -> None:
@@ -109,7 +109,7 @@ def test_service_answers_the_same_with_vectors_in_memory(built_index: Path, hash
         plain = _service(built_index, hash_embedder, ceiling, memory=0)
         held = _service(built_index, hash_embedder, ceiling)
         held.warm()
-        assert held._matrix is not None
+        assert held.vectors.matrix is not None
         for query in QUERIES:
             for mode in ("hybrid", "semantic"):
                 a = plain.search(query, limit=10, mode=mode)  # type: ignore[arg-type]
@@ -137,7 +137,7 @@ def test_restricted_never_returned_with_vectors_in_memory(
 def test_over_budget_falls_back_to_vec0(built_index: Path, hash_embedder: HashEmbedder) -> None:
     svc = _service(built_index, hash_embedder, Classification.RESTRICTED, memory=1024)
     svc.warm()
-    assert svc._matrix is None
+    assert svc.vectors.matrix is None
     plain = _service(built_index, hash_embedder, Classification.RESTRICTED, memory=0)
     for query in QUERIES:
         assert svc.search(query).model_dump() == plain.search(query).model_dump()
@@ -150,8 +150,8 @@ def test_a_rebuild_replaces_the_vectors_in_memory(tmp_path: Path, hash_embedder:
     ingest_corpus(corpus, db, hash_embedder, ceiling=Classification.PUBLIC, progress=None)
     svc = _service(db, hash_embedder, Classification.PUBLIC)
     svc.warm()
-    first = svc._matrix
-    assert first is not None and first[1].rows == 1
+    first, first_generation = svc.vectors.matrix, svc.vectors.generation
+    assert first is not None and first.rows == 1
 
     write(corpus, "public/b.md", "# Beta\n\nGlacier surveys record the meltwater each spring season.\n")
     shutil.rmtree(tmp_path / "unused", ignore_errors=True)
@@ -160,8 +160,8 @@ def test_a_rebuild_replaces_the_vectors_in_memory(tmp_path: Path, hash_embedder:
     hit = svc.search("glacier meltwater spring", mode="semantic").results[0]
     assert hit.document == "public/b.md"
     svc.warm()
-    second = svc._matrix
-    assert second is not None and second[0] != first[0] and second[1].rows == 2
+    second = svc.vectors.matrix
+    assert second is not None and svc.vectors.generation != first_generation and second.rows == 2
     assert svc.search("glacier meltwater spring", mode="semantic").results[0].document == "public/b.md"
 
 
@@ -169,7 +169,7 @@ def test_a_closing_service_copies_nothing_and_still_answers(built_index: Path, h
     svc = _service(built_index, hash_embedder, Classification.INTERNAL)
     svc.close()
     svc.warm()
-    assert svc._matrix is None
+    assert svc.vectors.matrix is None
     assert svc.search("travel expenses", mode="semantic").results
 
 

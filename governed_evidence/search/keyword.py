@@ -1,0 +1,76 @@
+"""The keyword side: FTS5's bm25 ranking, and the coverage signal the gate reads.
+
+Over a small table one FTS5 query over every word of the query is the cheapest plan. When
+the whole OR query would touch too many rows, FTS5 gets only the rarest words
+(:func:`bm25.selective_prefix`), returns a few times more candidates than needed, and those
+are re-scored with the whole query by the Python copy of FTS5's bm25 (:mod:`bm25`), using
+the table's own row count and average length.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from governed_evidence.search import bm25, sql
+from governed_evidence.search.bm25 import RowTerms
+from governed_evidence.search.candidates import RowCache
+from governed_evidence.search.plan import QueryPlan
+from governed_evidence.search.query import match_expression
+
+__all__ = ["KeywordRanker", "coverage"]
+
+
+class KeywordRanker:
+    """Ranks by bm25; remembers one table's totals per index file generation."""
+
+    def __init__(self) -> None:
+        self._totals: dict[tuple[tuple[int, int], int], bm25.TableTotals] = {}
+
+    def rank(
+        self, conn: apsw.Connection, generation: tuple[int, int], plan: QueryPlan, depth: int, cache: RowCache
+    ) -> list[int]:
+        """Passage ids, best first: FTS5 over the whole query, or over its selective words re-scored."""
+        tokens, phrases = list(plan.tokens), list(plan.phrases)
+        if not tokens:
+            return []
+        keep = bm25.selective_prefix(phrases, dict(plan.frequencies), plan.table_rows)
+        present = [i for i in keep if plan.frequencies.get(phrases[i], 0) > 0]
+        totals = None
+        # A token without exactly one stem is a multi-token phrase to FTS5; only FTS5 scores it.
+        if len(keep) < len(tokens) and present and "" not in phrases:
+            # Table statistics come from FTS5 itself, through any row the probe word matches.
+            totals = self._table_totals(conn, generation, plan, match_expression([tokens[present[0]]]))
+        if totals is None:
+            return sql.keyword_ranking(conn, plan.level, match_expression(tokens), depth)
+        candidates = sql.keyword_ranking(
+            conn, plan.level, match_expression([tokens[i] for i in keep]), depth * bm25.CANDIDATE_FACTOR
+        )
+        cache.fetch(candidates)
+        idfs = [bm25.idf(totals.rows, plan.frequencies.get(p, 0)) for p in phrases]
+        scores = {
+            pid: bm25.score(phrases, idfs, cache.terms[pid], sql.BM25_WEIGHTS, totals)
+            for pid in candidates
+            if pid in cache.terms
+        }
+        return sorted(scores, key=lambda pid: (-scores[pid], pid))[:depth]
+
+    def _table_totals(
+        self, conn: apsw.Connection, generation: tuple[int, int], plan: QueryPlan, probe: str
+    ) -> bm25.TableTotals | None:
+        key = (generation, int(plan.level))
+        if key not in self._totals:
+            totals = bm25.table_totals(conn, plan.level, probe)
+            if totals is None:
+                return None
+            self._totals = {key: totals}
+        return self._totals[key]
+
+
+def coverage(plan: QueryPlan, terms: dict[int, RowTerms]) -> dict[int, float]:
+    """IDF-weighted share of the query's stems present in each passage (0-1)."""
+    if not plan.stems:
+        return dict.fromkeys(terms, 0.0)
+    weights = {s: bm25.coverage_idf(plan.table_rows, plan.frequencies.get(s, 0)) for s in plan.stems}
+    denominator = sum(weights.values()) or 1.0
+    wanted = set(plan.stems)
+    return {pid: sum(weights[s] for s in row.terms & wanted) / denominator for pid, row in terms.items()}

