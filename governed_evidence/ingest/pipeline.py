@@ -167,24 +167,51 @@ def _sources(corpus: Path) -> list[_Source]:
     ]
 
 
-def _hard_link_groups(sources: list[_Source]) -> dict[PurePosixPath, tuple[PurePosixPath, ...]]:
-    """Every supported file that shares its inode with another supported name: all its names.
+@dataclass(frozen=True)
+class _Names:
+    """Every name one file has inside the corpus."""
+
+    #: Names the walk ingests (supported, not hidden), sorted: the file is indexed under one.
+    indexable: tuple[PurePosixPath, ...]
+    #: Its other names in the corpus (hidden, or of another format): never indexed, but
+    #: their folders still say how sensitive the file is.
+    other: tuple[PurePosixPath, ...]
+    #: Names outside the corpus, by the link count (their folders mean nothing here).
+    outside: int
+
+
+def _hard_link_groups(corpus: Path, sources: list[_Source]) -> dict[PurePosixPath, _Names]:
+    """Every supported file that has another name in the corpus: all its names.
 
     One file reached by two names is one document with two claims to a level (a hard link
     in public/ to a file in restricted/ must not publish it), so the names are classified
-    together and the file is indexed once.
+    together and the file is indexed once. Hidden names and names of other formats count
+    too: a hard link public/copy.md of restricted/.draft.md is the restricted draft.
     """
     by_inode: dict[tuple[int, int], list[PurePosixPath]] = {}
-    for source in sources:
-        if not source.supported:
+    links: dict[tuple[int, int], int] = {}
+    # Every regular file under the corpus, hidden ones included, without following links.
+    for folder, _, files in os.walk(corpus):
+        for name in files:
+            path = Path(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                key = (info.st_dev, info.st_ino)
+                by_inode.setdefault(key, []).append(PurePosixPath(path.relative_to(corpus).as_posix()))
+                links[key] = info.st_nlink
+    indexable = {s.rel for s in sources if s.supported}
+    groups: dict[PurePosixPath, _Names] = {}
+    for key, names in by_inode.items():
+        found = [n for n in sorted(names) if n in indexable]
+        if not found:
             continue
-        try:
-            info = os.lstat(source.path)
-        except OSError:
-            continue
-        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
-            by_inode.setdefault((info.st_dev, info.st_ino), []).append(source.rel)
-    return {rel: tuple(sorted(names)) for names in by_inode.values() if len(names) > 1 for rel in names}
+        group = _Names(tuple(found), tuple(n for n in sorted(names) if n not in indexable), links[key] - len(names))
+        for member in found:
+            groups[member] = group
+    return groups
 
 
 def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: int) -> list[object]:
@@ -255,14 +282,18 @@ def _fingerprint(
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     # Unsupported files never reach the index; they are listed by path (an added or removed
     # one still rebuilds, conservatively) but never opened.
-    groups = _hard_link_groups(sources)
+    groups = _hard_link_groups(root, sources)
     entries = sorted(
         (
             str(s.rel),
             [
                 *(_source_state(s.path, s.rel, root, max_file_bytes) if s.supported else ["unsupported"]),
                 # Which names are one file changes which one is indexed, and at what level.
-                *([["hard links", *map(str, groups[s.rel])]] if s.rel in groups else []),
+                *(
+                    [["hard links", *map(str, groups[s.rel].indexable + groups[s.rel].other)]]
+                    if s.rel in groups
+                    else []
+                ),
             ],
         )
         for s in sources
@@ -302,20 +333,24 @@ def corpus_fingerprint(
 
 
 def _classify_names(
-    corpus: Path, rel: PurePosixPath, names: tuple[PurePosixPath, ...], default: Classification
+    corpus: Path, rel: PurePosixPath, names: _Names | None, default: Classification
 ) -> tuple[Classified, PurePosixPath]:
     """The classification of the file at ``rel`` over every name it has here, and the name
     it is indexed under.
 
-    Each name is classified on its own (front matter, else its folder); the file takes the
-    most restrictive result, and is indexed under the first name whose own level that is,
-    so a hard link elsewhere neither lowers its level nor moves it.
+    Each indexable name is classified on its own (front matter, else its folder), each
+    other name by its folder; the file takes the most restrictive result, and is indexed
+    under the first indexable name whose own level that is, so a hard link elsewhere
+    neither lowers its level nor moves it.
     """
-    if len(names) == 1:
+    if names is None:
         return classify(corpus / rel, rel, default), rel
-    results = {name: classify(corpus / name, name, default) for name in names}
-    level = max(result.level for result in results.values())
-    home = next(name for name in names if results[name].level == level)
+    results = {name: classify(corpus / name, name, default) for name in names.indexable}
+    level = max(
+        max(result.level for result in results.values()),
+        max((level_from_path(name, default) for name in names.other), default=Classification.PUBLIC),
+    )
+    home = next((name for name in names.indexable if results[name].level == level), names.indexable[0])
     decided = results[home]
     return Classified(level, decided.front, decided.doubts), home
 
@@ -622,7 +657,7 @@ def ingest_corpus(
     # the next ingest rebuilds instead of keeping the rejection.
     deterministic = True
     prepared: list[_Prepared] = []
-    groups = _hard_link_groups(sources)
+    groups = _hard_link_groups(root, sources)
     for source in sources:
         path, rel = source.path, source.rel
         if not source.supported:
@@ -640,7 +675,8 @@ def ingest_corpus(
                     report.excluded_above_ceiling += 1
                     continue
                 raise
-            decided, canonical = _classify_names(corpus, rel, groups.get(rel, (rel,)), default_classification)
+            names = groups.get(rel)
+            decided, canonical = _classify_names(corpus, rel, names, default_classification)
             if decided.level > ceiling:
                 report.excluded_above_ceiling += 1
                 continue
@@ -651,6 +687,10 @@ def ingest_corpus(
                 )
             check_source_size(path, max_file_bytes)
             item = _prepare(path, rel, decided, identity.model_id, report)
+            if names is not None and names.outside > 0:
+                report.warnings.append(
+                    (str(rel), f"has {names.outside} more hard link(s) outside the corpus, which do not set its level")
+                )
             if item.row.classification > ceiling:
                 report.excluded_above_ceiling += 1
                 continue
