@@ -33,8 +33,9 @@ import sqlite_vec
 
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.minilm import DIMENSION, MODEL_ID, MODEL_SHA256
+from governed_evidence.ingest.embed import embedding_key
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
-from governed_evidence.store.schema import SCHEMA_VERSION
+from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.text import search_text
 
 __all__ = ["GENERATOR_VERSION", "build_corpus_index", "load_reference"]
@@ -174,7 +175,7 @@ def build_corpus_index(
                             superseded,
                             text,
                             search_text(text),
-                            hashlib.sha256(f"{MODEL_ID}\n{title}\n{text}".encode()).hexdigest(),
+                            embedding_key(MODEL_ID, f"{title}\n{text}"),
                         ),
                         block[ordinal].tobytes(),
                     )
@@ -184,22 +185,20 @@ def build_corpus_index(
                     written += 1
                 documents += 1
             replica += 1
-        builder.set_meta(
-            {
-                "schema_version": str(SCHEMA_VERSION),
-                "embedding_model": MODEL_ID,
-                "embedding_model_checksum": MODEL_SHA256,
-                "embedding_dimension": str(DIMENSION),
-                "ceiling": Classification.RESTRICTED.label,
-                "default_classification": Classification.RESTRICTED.label,
-                "built_at": "benchmark",
-                "corpus_name": f"scifact-x{passages}",
-                "documents": str(documents),
-                "passages": str(passages),
-            }
-        )
         insert_s = time.perf_counter() - started
-        builder.commit()
+        builder.commit(
+            IndexMeta(
+                embedding_model=MODEL_ID,
+                embedding_model_checksum=MODEL_SHA256,
+                embedding_dimension=DIMENSION,
+                ceiling=Classification.RESTRICTED,
+                default_classification=Classification.RESTRICTED,
+                built_at="benchmark",
+                corpus_name=f"scifact-x{passages}",
+                documents=documents,
+                passages=passages,
+            )
+        )
     np.save(db.with_suffix(".vectors.npy"), vectors)
     np.save(db.with_suffix(".levels.npy"), levels)
     np.save(db.with_suffix(".searchable.npy"), searchable)

@@ -66,6 +66,7 @@ def _service(
 def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.ingest.pipeline import ingest_corpus
+    from governed_evidence.sdmx.schema import carry_over
 
     db = Path(args.db) if args.db else settings.db
     embedder = make_embedder(settings, args.embedder)
@@ -77,6 +78,8 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         default_classification=parse_level(args.default_classification),
         max_file_bytes=settings.max_file_bytes,
         force=args.force,
+        # The statistics cache and rate ledger live in the same file: a rebuild keeps them.
+        carry_over=carry_over,
     )
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from governed_evidence.embeddings.base import ModelIdentity, Vectors
-from governed_evidence.store.connection import connect, read_meta
+from governed_evidence.store.connection import connect, meta_rows, read_meta
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_DATA = SHARED / "data"
@@ -160,9 +160,10 @@ def small_corpus(root: Path) -> Path:
 
 
 def meta_of(db: Path) -> dict[str, str]:
-    """The index metadata of ``db``, read through a connection closed afterwards."""
+    """The raw ``meta`` rows of ``db`` (of the current schema), through a connection closed afterwards."""
     conn = connect(db, readonly=True)
     try:
-        return read_meta(conn)
+        read_meta(conn)  # refuses another schema version
+        return meta_rows(conn)
     finally:
         conn.close()

@@ -57,6 +57,30 @@ def test_ingest_of_the_unchanged_corpus_keeps_the_index(db: Path, tmp_path: Path
     assert copy.read_bytes() == before
 
 
+def test_a_rebuild_through_the_cli_keeps_the_statistics_ledger(db: Path, tmp_path: Path) -> None:
+    """The CLI hands the statistics carry-over to the build (the store knows nothing of it)."""
+    from governed_evidence.sdmx.schema import schema_sql
+    from governed_evidence.store.connection import connect
+
+    copy = tmp_path / "evidence.sqlite"
+    shutil.copyfile(db, copy)
+    conn = connect(copy, readonly=False)
+    conn.execute(schema_sql())
+    conn.executemany(
+        "INSERT INTO sdmx_rate_ledger(provider, bucket, at) VALUES (?, ?, ?)",
+        [("OECD", "data", 1000.0 + i) for i in range(3)],
+    )
+    conn.close()
+    done = cli("ingest", "--corpus", "data/sample_corpus", "--db", str(copy), "--ceiling", "restricted", "--force")
+    assert done.returncode == 0, done.stderr
+    conn = connect(copy, readonly=True)
+    try:
+        (count,) = conn.execute("SELECT count(*) FROM sdmx_rate_ledger").fetchone()
+    finally:
+        conn.close()
+    assert count == 3
+
+
 def search(db: Path, query: str, *extra: str) -> SearchResponse:
     done = cli("search", query, "--db", str(db), "--json", *extra)
     assert done.returncode == 0, done.stderr

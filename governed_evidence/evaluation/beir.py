@@ -9,7 +9,6 @@ the index file is kept (``--db``), so a fusion change can be re-measured in seco
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import math
 import time
@@ -17,15 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
-from governed_evidence.ingest.pipeline import reusable_vectors
+from governed_evidence.ingest.embed import embed_with_reuse, embedding_key
 from governed_evidence.search.models import SearchMode
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
-from governed_evidence.store.schema import SCHEMA_VERSION
+from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.text import search_text
 
 __all__ = ["BeirResult", "build_beir_index", "load_qrels", "ndcg_at_k", "recall_at_k", "run_beir"]
@@ -75,18 +72,12 @@ def build_beir_index(dataset: Path, db: Path, embedder: Embedder) -> dict[str, f
     started = time.perf_counter()
     docs = [json.loads(line) for line in (dataset / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
     inputs = [f"{d.get('title', '')}\n{d.get('text', '')}".strip() for d in docs]
-    hashes = [hashlib.sha256(f"{identity.model_id}\n{t}".encode()).hexdigest() for t in inputs]
-    reuse = reusable_vectors(db, identity.model_id, identity.dimension, set(hashes))
-    todo = [i for i, h in enumerate(hashes) if h not in reuse]
+    keys = [embedding_key(identity.model_id, t) for t in inputs]
     t0 = time.perf_counter()
-    vectors = dict(reuse)
-    for start in range(0, len(todo), 256):
-        idx = todo[start : start + 256]
-        for i, vec in zip(idx, embedder.embed([inputs[i] for i in idx]), strict=True):
-            vectors[hashes[i]] = np.asarray(vec, dtype=np.float32).tobytes()
+    embedded = embed_with_reuse(db, embedder, list(zip(keys, inputs, strict=True)))
     embed_s = time.perf_counter() - t0
     with IndexBuilder(db, dimension=identity.dimension, ceiling=Classification.PUBLIC) as builder:
-        for doc, text_hash in zip(docs, hashes, strict=True):
+        for doc, text_hash in zip(docs, keys, strict=True):
             body = str(doc.get("text", ""))
             doc_id = builder.add_document(
                 DocumentRow(
@@ -118,23 +109,23 @@ def build_beir_index(dataset: Path, db: Path, embedder: Embedder) -> dict[str, f
                     search_text(body),
                     text_hash,
                 ),
-                vectors[text_hash],
+                embedded.vectors[text_hash],
             )
-        builder.set_meta(
-            {
-                "schema_version": str(SCHEMA_VERSION),
-                "embedding_model": identity.model_id,
-                "embedding_model_checksum": identity.checksum,
-                "embedding_dimension": str(identity.dimension),
-                "ceiling": Classification.PUBLIC.label,
-                "built_at": "benchmark",
-                "corpus_name": dataset.name,
-            }
+        builder.commit(
+            IndexMeta(
+                embedding_model=identity.model_id,
+                embedding_model_checksum=identity.checksum,
+                embedding_dimension=identity.dimension,
+                ceiling=Classification.PUBLIC,
+                built_at="benchmark",
+                corpus_name=dataset.name,
+                documents=len(docs),
+                passages=len(docs),
+            )
         )
-        builder.commit()
     return {
         "documents": float(len(docs)),
-        "embedded": float(len(todo)),
+        "embedded": float(embedded.computed),
         "embed_s": embed_s,
         "total_s": time.perf_counter() - started,
     }

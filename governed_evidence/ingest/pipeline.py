@@ -24,15 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import apsw
-import numpy as np
-
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder, ModelIdentity
-from governed_evidence.errors import FileRejectedError, GovernedEvidenceError, IngestError
+from governed_evidence.errors import FileRejectedError, IngestError
 from governed_evidence.ingest.chunker import Chunk, chunk_blocks
 from governed_evidence.ingest.classify import Classified, classify, level_from_front_matter, level_from_path
 from governed_evidence.ingest.document import LoadedDocument
+from governed_evidence.ingest.embed import embed_with_reuse, embedding_key
 from governed_evidence.ingest.frontmatter import FRONT_MATTER_LIMIT
 from governed_evidence.ingest.guards import (
     check_name,
@@ -45,8 +43,9 @@ from governed_evidence.ingest.guards import (
 from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
 from governed_evidence.invisible import strip_invisible
 from governed_evidence.logging import get_logger
-from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
-from governed_evidence.store.connection import connect, read_meta
+from governed_evidence.store.build import CarryOver, DocumentRow, IndexBuilder, PassageRow
+from governed_evidence.store.meta import IndexMeta
+from governed_evidence.store.previous import KeptIndex, kept_index
 from governed_evidence.store.schema import SCHEMA_VERSION
 from governed_evidence.store.text import search_text
 
@@ -57,7 +56,6 @@ __all__ = [
     "citation_id",
     "corpus_fingerprint",
     "ingest_corpus",
-    "reusable_vectors",
 ]
 
 log = get_logger("ingest")
@@ -473,7 +471,7 @@ def _prepare(path: Path, rel: PurePosixPath, decided: Classified, model_id: str,
         heading = " > ".join(headings)
         clean = search_text(chunk.text)
         embed_input = f"{doc.title}. {heading}\n{clean}" if heading else f"{doc.title}\n{clean}"
-        text_hash = hashlib.sha256(f"{model_id}\n{embed_input}".encode()).hexdigest()
+        text_hash = embedding_key(model_id, embed_input)
         passages.append(
             PassageRow(
                 ordinal=len(passages),
@@ -520,79 +518,17 @@ def _prepare(path: Path, rel: PurePosixPath, decided: Classified, model_id: str,
     return _Prepared(row, passages, inputs)
 
 
-def reusable_vectors(db: Path, model_id: str, dimension: int, hashes: set[str]) -> dict[str, bytes]:
-    """Vectors of an existing index for passages whose embedder input is unchanged."""
-    if not db.is_file() or not hashes:
-        return {}
-    try:
-        conn = connect(db, readonly=True)
-    except Exception:  # noqa: BLE001 - an unreadable old index just means nothing to reuse
-        return {}
-    try:
-        # Not read_meta: an index of an older schema still holds good vectors, and a schema
-        # upgrade should not re-embed the corpus. The query below fails on anything else.
-        meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-        if meta.get("embedding_model") != model_id or meta.get("embedding_dimension") != str(dimension):
-            return {}
-        found: dict[str, bytes] = {}
-        wanted = sorted(hashes)
-        for i in range(0, len(wanted), 500):
-            batch = wanted[i : i + 500]
-            marks = ",".join("?" * len(batch))
-            for text_hash, blob in conn.execute(
-                "SELECT p.text_hash, v.embedding FROM passages p "
-                f"JOIN passage_vectors v ON v.passage_id = p.id WHERE p.text_hash IN ({marks})",
-                batch,
-            ):
-                found[str(text_hash)] = bytes(blob)
-        return found
-    except Exception:  # noqa: BLE001
-        return {}
-    finally:
-        conn.close()
-
-
-def _kept_index(db: Path, fingerprint: str) -> dict[str, str] | None:
-    """Metadata of the index at ``db`` if it was built from this very fingerprint and is
-    sound, else None (then it is rebuilt, as any index that cannot be trusted is)."""
-    if not db.is_file():
-        return None
-    try:
-        conn = connect(db, readonly=True)
-    except (apsw.Error, GovernedEvidenceError, OSError):
-        return None
-    try:
-        meta = read_meta(conn)  # refuses another schema version
-        if meta.get("corpus_fingerprint") != fingerprint:
-            return None
-        # The checks a reader of the file would make: a damaged file is rebuilt, not kept
-        # because its sources happen to be unchanged.
-        if [str(r[0]) for r in conn.execute("PRAGMA quick_check")] != ["ok"]:
-            return None
-        (documents,) = conn.execute("SELECT count(*) FROM documents").fetchone() or (-1,)
-        (passages,) = conn.execute("SELECT count(*) FROM passages").fetchone() or (-1,)
-        (vectors,) = conn.execute("SELECT count(*) FROM passage_vectors").fetchone() or (-1,)
-        if str(documents) != meta.get("documents") or not str(passages) == str(vectors) == meta.get("passages"):
-            return None
-        (superseded,) = conn.execute("SELECT count(*) FROM documents WHERE status = 'superseded'").fetchone() or (0,)
-        return {**meta, "superseded_documents": str(superseded)}
-    except (apsw.Error, GovernedEvidenceError):
-        return None
-    finally:
-        conn.close()
-
-
-def _unchanged_report(sources: list[_Source], meta: dict[str, str]) -> IngestReport:
+def _unchanged_report(sources: list[_Source], kept: KeptIndex) -> IngestReport:
     supported = sum(1 for s in sources if s.supported)
     return IngestReport(
         files_seen=supported,
         unsupported_files=len(sources) - supported,
-        documents_indexed=int(meta["documents"]),
-        passages=int(meta["passages"]),
-        superseded_documents=int(meta["superseded_documents"]),
-        excluded_above_ceiling=int(meta.get("excluded_above_ceiling", "0")),
+        documents_indexed=kept.meta.documents,
+        passages=kept.meta.passages,
+        superseded_documents=kept.superseded_documents,
+        excluded_above_ceiling=kept.meta.excluded_above_ceiling,
         unchanged=True,
-        built_at=meta.get("built_at"),
+        built_at=kept.meta.built_at,
     )
 
 
@@ -612,12 +548,14 @@ def ingest_corpus(
     max_file_bytes: int = 64 * 1024 * 1024,
     progress: ProgressFn | None = _terminal_progress,
     force: bool = False,
+    carry_over: CarryOver | None = None,
 ) -> IngestReport:
     """Build a new index for ``corpus`` at ``db``; the old file serves until the rename.
 
     When the index at ``db`` was built from the same corpus fingerprint (same files, same
     settings, same model) and is sound, it is kept untouched and the report says
-    ``unchanged``; ``force`` rebuilds regardless.
+    ``unchanged``; ``force`` rebuilds regardless. ``carry_over`` keeps state other parts
+    hold in the index file across a rebuild (the statistics cache: see the CLI).
     """
     if not corpus.is_dir():
         raise IngestError("the corpus folder does not exist or is not a folder")
@@ -639,7 +577,7 @@ def ingest_corpus(
     report.seconds["fingerprint"] = time.perf_counter() - started
     if not force:
         t0 = time.perf_counter()
-        kept = _kept_index(db, fingerprint)
+        kept = kept_index(db, fingerprint)
         if kept is not None:
             seconds = report.seconds
             report = _unchanged_report(sources, kept)
@@ -715,50 +653,38 @@ def ingest_corpus(
     t0 = time.perf_counter()
     all_rows = [p for item in prepared for p in item.passages]
     all_inputs = [t for item in prepared for t in item.embed_inputs]
-    reuse = reusable_vectors(db, identity.model_id, identity.dimension, {p.text_hash for p in all_rows})
-    todo = [i for i, row in enumerate(all_rows) if row.text_hash not in reuse]
-    vectors: dict[str, bytes] = dict(reuse)
-    batch = 256
-    for start in range(0, len(todo), batch):
-        idx = todo[start : start + batch]
-        matrix = embedder.embed([all_inputs[i] for i in idx])
-        if matrix.shape != (len(idx), identity.dimension):
-            raise IngestError("the embedder returned vectors of the wrong shape")
-        for i, vec in zip(idx, matrix, strict=True):
-            vectors[all_rows[i].text_hash] = np.asarray(vec, dtype=np.float32).tobytes()
-        if progress:
-            progress("embedding", min(start + batch, len(todo)), len(todo))
-    report.embeddings_reused = len(all_rows) - len(todo)
-    report.embeddings_computed = len(todo)
+    embedded = embed_with_reuse(
+        db, embedder, [(row.text_hash, text) for row, text in zip(all_rows, all_inputs, strict=True)], progress=progress
+    )
+    report.embeddings_reused = embedded.reused
+    report.embeddings_computed = embedded.computed
     report.seconds["embed"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    with IndexBuilder(db, dimension=identity.dimension, ceiling=ceiling) as builder:
+    with IndexBuilder(db, dimension=identity.dimension, ceiling=ceiling, carry_over=carry_over) as builder:
         for item in prepared:
             doc_id = builder.add_document(item.row)
             for row in item.passages:
-                builder.add_passage(doc_id, row, vectors[row.text_hash])
+                builder.add_passage(doc_id, row, embedded.vectors[row.text_hash])
         report.documents_indexed = len(prepared)
         report.superseded_documents = sum(1 for p in prepared if p.row.superseded_by)
         report.passages = len(all_rows)
         report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
-        meta = {
-            "schema_version": str(SCHEMA_VERSION),
-            "embedding_model": identity.model_id,
-            "embedding_model_checksum": identity.checksum,
-            "embedding_dimension": str(identity.dimension),
-            "ceiling": ceiling.label,
-            "default_classification": default_classification.label,
-            "built_at": report.built_at,
-            "corpus_name": root.name,
-            "documents": str(report.documents_indexed),
-            "passages": str(report.passages),
-            "excluded_above_ceiling": str(report.excluded_above_ceiling),
-        }
-        if deterministic:
-            meta["corpus_fingerprint"] = fingerprint
-        builder.set_meta(meta)
-        builder.commit()
+        builder.commit(
+            IndexMeta(
+                embedding_model=identity.model_id,
+                embedding_model_checksum=identity.checksum,
+                embedding_dimension=identity.dimension,
+                ceiling=ceiling,
+                default_classification=default_classification,
+                built_at=report.built_at,
+                corpus_name=root.name,
+                documents=report.documents_indexed,
+                passages=report.passages,
+                excluded_above_ceiling=report.excluded_above_ceiling,
+                corpus_fingerprint=fingerprint if deterministic else None,
+            )
+        )
     report.seconds["write"] = time.perf_counter() - t0
     report.seconds["total"] = time.perf_counter() - started
     log.info(

@@ -8,7 +8,9 @@ reads back anything else is treated as tampered with (see ``cache.RateLedger``).
 
 from __future__ import annotations
 
-__all__ = ["SDMX_SCHEMA_VERSION", "SDMX_TABLES", "carry_over_sql", "schema_sql"]
+import apsw
+
+__all__ = ["SDMX_SCHEMA_VERSION", "SDMX_TABLES", "carry_over", "carry_over_sql", "schema_sql"]
 
 SDMX_SCHEMA_VERSION = 1
 SDMX_TABLES = ("sdmx_cache", "sdmx_catalogue", "sdmx_rate_ledger", "sdmx_meta")
@@ -71,3 +73,22 @@ INSERT INTO main.sdmx_rate_ledger(provider, bucket, at)
 INSERT OR REPLACE INTO main.sdmx_cache SELECT * FROM {attached}.sdmx_cache;
 INSERT OR REPLACE INTO main.sdmx_catalogue SELECT * FROM {attached}.sdmx_catalogue;
 """
+
+
+def carry_over(conn: apsw.Connection, attached: str) -> None:
+    """The index build's carry-over hook: keep the cache and ledger of the replaced file.
+
+    Does nothing when the attached file holds no statistics tables (never served statistics).
+    """
+    tables = {
+        str(r[0]) for r in conn.execute(f"SELECT name FROM {_identifier(attached)}.sqlite_master WHERE type = 'table'")
+    }
+    if {"sdmx_cache", "sdmx_rate_ledger", "sdmx_catalogue"} <= tables:
+        conn.execute(schema_sql())
+        conn.execute(carry_over_sql(attached))
+
+
+def _identifier(name: str) -> str:
+    if not name.isidentifier():
+        raise ValueError("attached schema name must be an identifier")
+    return name

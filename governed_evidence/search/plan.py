@@ -17,6 +17,7 @@ from governed_evidence.errors import InvalidRequestError
 from governed_evidence.search import sql
 from governed_evidence.search.limits import MAX_QUERY_CHARS
 from governed_evidence.search.query import query_tokens, token_stems
+from governed_evidence.store.meta import IndexMeta
 
 __all__ = ["QueryPlan", "plan_query", "searched_level", "validate_query"]
 
@@ -47,13 +48,12 @@ def validate_query(query: str) -> str:
     return text
 
 
-def searched_level(ceiling: Classification, meta: Mapping[str, str]) -> Classification:
+def searched_level(ceiling: Classification, meta: IndexMeta) -> Classification:
     """The caller's ceiling, capped by the build ceiling (no index exists above it)."""
-    built = Classification[meta.get("ceiling", "public").upper()]
-    return min(ceiling, built)
+    return min(ceiling, meta.ceiling)
 
 
-def plan_query(conn: apsw.Connection, meta: Mapping[str, str], level: Classification, text: str) -> QueryPlan:
+def plan_query(conn: apsw.Connection, meta: IndexMeta, level: Classification, text: str) -> QueryPlan:
     tokens = query_tokens(conn, text)
     phrases = token_stems(conn, tokens)
     stems = list(dict.fromkeys(p for p in phrases if p))
@@ -64,5 +64,5 @@ def plan_query(conn: apsw.Connection, meta: Mapping[str, str], level: Classifica
         phrases=tuple(phrases),
         stems=tuple(stems),
         frequencies=sql.document_frequencies(conn, level, stems),
-        table_rows=sql.fts_row_count(dict(meta), level),
+        table_rows=meta.fts_row_count(level),
     )

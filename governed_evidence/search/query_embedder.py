@@ -9,7 +9,7 @@ the reason, never into an error.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -18,6 +18,7 @@ from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import EmbedderError
 from governed_evidence.logging import get_logger
 from governed_evidence.search.vectors import VectorMatrix
+from governed_evidence.store.meta import IndexMeta
 
 __all__ = ["Embedded", "QueryEmbedder"]
 
@@ -53,7 +54,7 @@ class QueryEmbedder:
                     log.warning("embedder_unavailable", reason=str(exc))
         return self._embedder
 
-    def unavailable(self, meta: Mapping[str, str]) -> str | None:
+    def unavailable(self, meta: IndexMeta) -> str | None:
         """Why meaning search cannot serve the index described by ``meta``; None when it can."""
         embedder = self.get()
         if embedder is None:
@@ -62,9 +63,7 @@ class QueryEmbedder:
             identity = embedder.identity
         except EmbedderError as exc:
             return f"meaning search unavailable: {exc}"
-        mismatch = identity.describe_mismatch(
-            meta.get("embedding_model", "?"), int(meta.get("embedding_dimension", "0") or 0)
-        )
+        mismatch = identity.describe_mismatch(meta.embedding_model, meta.embedding_dimension)
         return f"meaning search refused: {mismatch}" if mismatch else None
 
     def submit(self, text: str, matrix: VectorMatrix | None, depth: int) -> Future[Embedded]:

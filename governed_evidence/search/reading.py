@@ -6,8 +6,6 @@ ceiling in its WHERE clause, and a passage above it reads exactly like a missing
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import apsw
 
 from governed_evidence.config import Classification
@@ -23,7 +21,7 @@ from governed_evidence.search.models import (
 )
 from governed_evidence.search.results import passage_view
 from governed_evidence.search.rows import label
-from governed_evidence.store.schema import SCHEMA_VERSION
+from governed_evidence.store.meta import IndexMeta
 
 __all__ = [
     "MAX_LISTED_DOCUMENTS",
@@ -100,7 +98,7 @@ def unavailable_status(problem: str, ceiling: Classification) -> IndexStatus:
 
 def index_status(
     conn: apsw.Connection,
-    meta: Mapping[str, str],
+    meta: IndexMeta,
     ceiling: Classification,
     *,
     integrity: str,
@@ -111,11 +109,11 @@ def index_status(
         ok=integrity == "ok",
         problem=None if integrity == "ok" else "the index failed its integrity check; rebuild it",
         integrity=integrity,  # type: ignore[arg-type]
-        schema_version=SCHEMA_VERSION,
-        built_at=meta.get("built_at"),
-        embedding_model=meta.get("embedding_model"),
-        embedding_dimension=int(meta.get("embedding_dimension", "0") or 0) or None,
-        embedding_model_checksum=meta.get("embedding_model_checksum"),
+        schema_version=meta.schema_version,
+        built_at=meta.built_at or None,
+        embedding_model=meta.embedding_model,
+        embedding_dimension=meta.embedding_dimension or None,
+        embedding_model_checksum=meta.embedding_model_checksum or None,
         semantic_search="unavailable" if semantic_unavailable else "available",
         semantic_search_reason=semantic_unavailable,
         ceiling=ceiling.label,  # type: ignore[arg-type]

@@ -48,10 +48,6 @@ __all__ = ["Candidate", "Ranking", "SearchService"]
 log = get_logger("search")
 
 
-def _dimension(meta: dict[str, str]) -> int:
-    return int(meta.get("embedding_dimension", "0") or 0)
-
-
 class SearchService:
     """Searches and reads one index file on behalf of callers at one ceiling."""
 
@@ -88,7 +84,7 @@ class SearchService:
             return
         try:
             if self.query_embedder.unavailable(meta) is None:
-                self.vectors.load(generation, conn, searched_level(self.ceiling, meta), _dimension(meta))
+                self.vectors.load(generation, conn, searched_level(self.ceiling, meta), meta.embedding_dimension)
         finally:
             # This thread's connection is not needed again.
             self.reader.close()
@@ -111,7 +107,7 @@ class SearchService:
         pending: Future[Embedded] | None = None
         matrix = None
         if unavailable is None:
-            matrix = self.vectors.get(generation, level, _dimension(meta))
+            matrix = self.vectors.get(generation, level, meta.embedding_dimension)
             # The query is embedded (and, with the vectors in memory, ranked) while the
             # full-text query runs here.
             pending = self.query_embedder.submit(text, matrix if mode != "keyword" else None, depth)
@@ -160,7 +156,7 @@ class SearchService:
             distances=distances,
             coverage=coverage(plan, cache.terms),
             rows=cache.rows,
-            model_id=meta.get("embedding_model"),
+            model_id=meta.embedding_model,
         )
         return Ranking(mode, search_mode, mode_reason, candidates)
 

@@ -18,7 +18,6 @@ __all__ = [
     "cosine_distances",
     "document_frequencies",
     "documents",
-    "fts_row_count",
     "keyword_ranking",
     "keyword_sql",
     "level_counts",
@@ -101,10 +100,6 @@ def neighbours(
         (document_id, ordinal - context, ordinal + context, int(ceiling)),
     ).fetchall()
     return [Passage.from_row(r) for r in rows]
-
-
-def fts_row_count(meta: dict[str, str], level: Classification) -> int:
-    return int(meta.get(f"fts_rows_{level.label}", "0") or 0)
 
 
 def document_frequencies(conn: apsw.Connection, level: Classification, stems: list[str]) -> dict[str, int]:

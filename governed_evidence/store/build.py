@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -18,9 +19,15 @@ import apsw
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
 from governed_evidence.store.connection import connect
+from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.schema import fts_table, schema_sql, terms_table, vocab_table
 
-__all__ = ["DocumentRow", "IndexBuilder", "PassageRow"]
+__all__ = ["CarryOver", "DocumentRow", "IndexBuilder", "PassageRow"]
+
+#: Copies state another part keeps in the index file from the file being replaced (attached
+#: under the given schema name) into the new one. Handed in by whoever composes the build,
+#: so the store knows nothing of what that state is.
+CarryOver = Callable[[apsw.Connection, str], None]
 
 
 @dataclass
@@ -75,9 +82,12 @@ def _remove_orphaned_shadows(target: Path) -> None:
 class IndexBuilder:
     """Context manager owning a shadow index file until :meth:`commit` publishes it."""
 
-    def __init__(self, target: Path, *, dimension: int, ceiling: Classification) -> None:
+    def __init__(
+        self, target: Path, *, dimension: int, ceiling: Classification, carry_over: CarryOver | None = None
+    ) -> None:
         self.target = target
         self.ceiling = ceiling
+        self._carry_over = carry_over
         target.parent.mkdir(parents=True, exist_ok=True)
         _remove_orphaned_shadows(target)
         # Same directory as the target, so the final rename never crosses filesystems.
@@ -107,9 +117,6 @@ class IndexBuilder:
         for suffix in ("", "-journal", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.shadow}{suffix}")
-
-    def set_meta(self, values: dict[str, str]) -> None:
-        self.conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", sorted(values.items()))
 
     def add_document(self, row: DocumentRow) -> int:
         self.conn.execute(
@@ -207,15 +214,12 @@ class IndexBuilder:
         if problems:
             raise IngestError("index verification failed: " + "; ".join(problems))
 
-    def _carry_over_statistics(self) -> None:
-        """Keep the SDMX cache and rate ledger of the file being replaced.
+    def _carry_over_previous(self, carry_over: CarryOver) -> None:
+        """Hand the file being replaced to ``carry_over``, attached as ``previous``.
 
-        Without this every ingest would reset the persisted request budget (and drop the
-        cache); an unreadable old file is simply not carried over.
+        Other parts keep state in the index file (the statistics cache and rate ledger):
+        without this every ingest would reset it. An unreadable old file carries nothing.
         """
-        from governed_evidence.sdmx.schema import carry_over_sql
-        from governed_evidence.sdmx.schema import schema_sql as sdmx_schema_sql
-
         if not self.target.is_file():
             return
         try:
@@ -223,29 +227,29 @@ class IndexBuilder:
         except apsw.Error:
             return
         try:
-            tables = {
-                str(r[0]) for r in self.conn.execute("SELECT name FROM previous.sqlite_master WHERE type = 'table'")
-            }
-            if {"sdmx_cache", "sdmx_rate_ledger", "sdmx_catalogue"} <= tables:
-                self.conn.execute(sdmx_schema_sql())
-                self.conn.execute(carry_over_sql("previous"))
+            carry_over(self.conn, "previous")
         except apsw.Error:
             pass  # a damaged previous file has nothing worth keeping
         finally:
             self.conn.execute("DETACH DATABASE previous")
 
-    def commit(self) -> None:
-        """Finish the transaction, verify, make durable and atomically publish."""
+    def commit(self, meta: IndexMeta) -> None:
+        """Write ``meta`` (with the schema version and row counts), verify, make durable and publish."""
+        fts_rows: dict[str, int] = {}
         for level in Classification:
             if level > self.ceiling:
                 break
             (rows,) = self.conn.execute(f"SELECT count(*) FROM {fts_table(level)}_docsize").fetchone() or (0,)
             # Read by the gate's IDF; stored so a query never counts the index.
-            self.set_meta({f"fts_rows_{level.label}": str(rows)})
+            fts_rows[level.label] = int(rows)
             # Document frequencies, copied once so a query looks them up instead of walking postings.
             self.conn.execute(f"INSERT INTO {terms_table(level)}(term, doc) SELECT term, doc FROM {vocab_table(level)}")
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", sorted(meta.with_fts_rows(fts_rows).rows().items())
+        )
         self.conn.execute("COMMIT")
-        self._carry_over_statistics()
+        if self._carry_over is not None:
+            self._carry_over_previous(self._carry_over)
         self.conn.execute("PRAGMA journal_mode=DELETE")
         self.verify()
         self.conn.close()

@@ -16,9 +16,9 @@ import apsw
 import sqlite_vec
 
 from governed_evidence.errors import IndexCorruptError, IndexMissingError
-from governed_evidence.store.schema import SCHEMA_VERSION
+from governed_evidence.store.meta import IndexMeta
 
-__all__ = ["IndexReader", "connect", "read_meta"]
+__all__ = ["IndexReader", "connect", "meta_rows", "read_meta"]
 
 
 def connect(path: Path, *, readonly: bool) -> apsw.Connection:
@@ -38,19 +38,18 @@ def connect(path: Path, *, readonly: bool) -> apsw.Connection:
     return conn
 
 
-def read_meta(conn: apsw.Connection) -> dict[str, str]:
-    """The index metadata table; a file without it is not an index."""
+def meta_rows(conn: apsw.Connection) -> dict[str, str]:
+    """The raw ``meta`` table, whatever schema wrote it; a file without it is not an index."""
     try:
         rows = conn.execute("SELECT key, value FROM meta").fetchall()
     except apsw.Error as exc:
         raise IndexCorruptError("the index file is not a governed-evidence index or is damaged; rebuild it") from exc
-    meta = {str(k): str(v) for k, v in rows}
-    if meta.get("schema_version") != str(SCHEMA_VERSION):
-        raise IndexCorruptError(
-            "the index was built by an incompatible version (schema "
-            f"{meta.get('schema_version', '?')}, expected {SCHEMA_VERSION}); rebuild it"
-        )
-    return meta
+    return {str(k): str(v) for k, v in rows}
+
+
+def read_meta(conn: apsw.Connection) -> IndexMeta:
+    """The index's description; refuses a file of another schema version."""
+    return IndexMeta.from_rows(meta_rows(conn))
 
 
 @dataclass(frozen=True)
@@ -87,12 +86,12 @@ class IndexReader:
         g = self._generation()
         return g.device, g.inode
 
-    def connection(self) -> tuple[apsw.Connection, dict[str, str]]:
+    def connection(self) -> tuple[apsw.Connection, IndexMeta]:
         """This thread's connection and the index metadata it serves."""
         _, conn, meta = self.snapshot()
         return conn, meta
 
-    def snapshot(self) -> tuple[tuple[int, int], apsw.Connection, dict[str, str]]:
+    def snapshot(self) -> tuple[tuple[int, int], apsw.Connection, IndexMeta]:
         """Like :meth:`connection`, with the identity of the file that connection reads."""
         generation = self._generation()
         cached = getattr(self._local, "state", None)

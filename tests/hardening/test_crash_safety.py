@@ -57,9 +57,9 @@ CHILD = textwrap.dedent(
             mark("write")
         return add_document(self, row)
 
-    def marked_commit(self):
+    def marked_commit(self, meta):
         mark("commit")
-        commit(self)
+        commit(self, meta)
         mark("published")
 
     build.IndexBuilder.add_document, build.IndexBuilder.commit = marked_add, marked_commit

@@ -21,6 +21,7 @@ from governed_evidence.config import Classification, Settings
 from governed_evidence.embeddings.base import ModelIdentity
 from governed_evidence.ingest.loaders import load_document
 from governed_evidence.ingest.pipeline import IngestReport, corpus_fingerprint, ingest_corpus
+from governed_evidence.sdmx.schema import carry_over
 from governed_evidence.sdmx.schema import schema_sql as sdmx_schema_sql
 from governed_evidence.store.connection import connect
 from tests.helpers import HashEmbedder, meta_of, write
@@ -291,7 +292,7 @@ def test_a_read_failure_during_the_build_stores_no_fingerprint(
 
 def test_the_statistics_cache_survives_both_paths(tmp_path: Path, corpus: Path) -> None:
     db = tmp_path / "index.sqlite"
-    ingest(corpus, db)
+    ingest(corpus, db, carry_over=carry_over)
     conn = connect(db, readonly=False)
     conn.execute(sdmx_schema_sql())
     conn.executemany(
@@ -308,10 +309,10 @@ def test_the_statistics_cache_survives_both_paths(tmp_path: Path, corpus: Path) 
             conn.close()
 
     before = state(db)
-    assert ingest(corpus, db).unchanged  # the cache writes did not make the index look changed
+    assert ingest(corpus, db, carry_over=carry_over).unchanged  # the cache writes did not make the index look changed
     assert state(db) == before and ledger() == 5
     _add(corpus)
-    assert not ingest(corpus, db).unchanged
+    assert not ingest(corpus, db, carry_over=carry_over).unchanged
     assert ledger() == 5  # carried over by the rebuild
 
 

@@ -15,6 +15,7 @@ from governed_evidence.errors import EmbedderError, IngestError
 from governed_evidence.ingest.pipeline import IngestReport, ingest_corpus
 from governed_evidence.store.build import DocumentRow, IndexBuilder, PassageRow
 from governed_evidence.store.connection import IndexReader, connect, read_meta
+from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.schema import SCHEMA_VERSION, fts_table
 from tests.helpers import HashEmbedder, meta_of, write
 
@@ -39,7 +40,7 @@ def serves(db: Path, word: str) -> int:
     reader = IndexReader(db)
     try:
         conn, meta = reader.connection()
-        assert meta["schema_version"] == str(SCHEMA_VERSION)
+        assert meta.schema_version == SCHEMA_VERSION
         table = fts_table(Classification.PUBLIC)
         ((count,),) = conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (word,)).fetchall()
         return int(count)
@@ -73,8 +74,8 @@ def test_successful_build_publishes_one_verified_file(tmp_path: Path, corpus: Pa
     conn = connect(db, readonly=True)
     try:
         meta = read_meta(conn)
-        assert meta["documents"] == str(report.documents_indexed) == "7"
-        assert meta["passages"] == str(report.passages)
+        assert meta.documents == report.documents_indexed == 7
+        assert meta.passages == report.passages
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         # Published in rollback-journal mode: a read-only open needs no -wal/-shm files.
         assert conn.execute("PRAGMA journal_mode").fetchall() == [("delete",)]
@@ -199,6 +200,9 @@ def _passage(ordinal: int, text: str) -> PassageRow:
     )
 
 
+_META = IndexMeta(embedding_model="test/model", embedding_dimension=4)
+
+
 def _vector(dimension: int = 4) -> bytes:
     return np.ones(dimension, dtype=np.float32).tobytes()
 
@@ -208,9 +212,8 @@ def test_verification_refuses_an_inconsistent_index(tmp_path: Path) -> None:
     with IndexBuilder(db, dimension=4, ceiling=Classification.PUBLIC) as builder:
         doc_id = builder.add_document(_document("doc.md", passages=2))  # declares two
         builder.add_passage(doc_id, _passage(0, "only one passage was written"), _vector())
-        builder.set_meta({"schema_version": str(SCHEMA_VERSION)})
         with pytest.raises(IngestError, match="documents declare 2 passages, found 1"):
-            builder.commit()
+            builder.commit(_META)
     assert not db.exists()
     assert leftovers(db) == []
 
@@ -227,7 +230,7 @@ def test_verification_refuses_a_passage_without_a_vector(tmp_path: Path) -> None
             (doc_id,),
         )
         with pytest.raises(IngestError, match="2 passages but 1 vectors"):
-            builder.commit()
+            builder.commit(_META)
     assert not db.exists()
     assert not builder.shadow.exists()
 
@@ -237,9 +240,8 @@ def test_builder_commit_publishes_and_abort_cleans_up(tmp_path: Path) -> None:
     with IndexBuilder(db, dimension=4, ceiling=Classification.INTERNAL) as builder:
         doc_id = builder.add_document(_document("doc.md", passages=1))
         builder.add_passage(doc_id, _passage(0, "kestrel nesting season"), _vector())
-        builder.set_meta({"schema_version": str(SCHEMA_VERSION)})
         assert not db.exists()  # nothing is published before commit
-        builder.commit()
+        builder.commit(_META)
     meta = meta_of(db)
     # Row counts of each full-text table are recorded for the gate.
     assert meta["fts_rows_public"] == "1" and meta["fts_rows_internal"] == "1"

@@ -94,14 +94,14 @@ def test_reader_reuses_its_connection_until_the_file_changes(built_index: Path, 
         conn, meta = reader.connection()
         again, _ = reader.connection()
         assert again is conn
-        assert meta["documents"] == "7"
+        assert meta.documents == 7
 
         write(corpus, "public/canteen.md", "# Canteen\n\nThe canteen opens at eight and closes at three.\n")
         rebuild(corpus, built_index)
 
         new_conn, new_meta = reader.connection()
         assert new_conn is not conn
-        assert new_meta["documents"] == "8"
+        assert new_meta.documents == 8
         ((count,),) = new_conn.execute("SELECT count(*) FROM documents").fetchall()
         assert count == 8
         ((hits,),) = new_conn.execute(
@@ -118,7 +118,7 @@ def test_reader_reuses_its_connection_until_the_file_changes(built_index: Path, 
 def test_reader_reports_missing_and_corrupt_files_and_recovers(built_index: Path, corpus: Path) -> None:
     reader = IndexReader(built_index)
     try:
-        assert reader.connection()[1]["documents"] == "7"
+        assert reader.connection()[1].documents == 7
         built_index.unlink()
         with pytest.raises(IndexMissingError):
             reader.connection()
@@ -126,7 +126,7 @@ def test_reader_reports_missing_and_corrupt_files_and_recovers(built_index: Path
         with pytest.raises(IndexCorruptError):
             reader.connection()
         rebuild(corpus, built_index)
-        assert reader.connection()[1]["documents"] == "7"
+        assert reader.connection()[1].documents == 7
     finally:
         reader.close()
 
@@ -139,7 +139,7 @@ def test_each_thread_gets_its_own_connection(built_index: Path) -> None:
         try:
             conn, meta = reader.connection()
             seen["conn"] = conn
-            seen["documents"] = meta["documents"]
+            seen["documents"] = meta.documents
             ((seen["count"],),) = conn.execute("SELECT count(*) FROM passages").fetchall()
         finally:
             reader.close()
@@ -149,7 +149,7 @@ def test_each_thread_gets_its_own_connection(built_index: Path) -> None:
         thread = threading.Thread(target=worker)
         thread.start()
         thread.join()
-        assert seen["documents"] == "7"
+        assert seen["documents"] == 7
         assert seen["conn"] is not main_conn
         ((count,),) = main_conn.execute("SELECT count(*) FROM passages").fetchall()
         assert seen["count"] == count

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
-from governed_evidence.sdmx.schema import schema_sql
+from governed_evidence.sdmx.schema import carry_over, schema_sql
 from governed_evidence.store.connection import connect
 from tests.helpers import HashEmbedder
 
@@ -14,7 +14,7 @@ from tests.helpers import HashEmbedder
 def test_rebuild_carries_the_rate_ledger_over(tmp_path: Path, corpus: Path) -> None:
     db = tmp_path / "index.sqlite"
     emb = HashEmbedder()
-    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None)
+    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None, carry_over=carry_over)
     conn = connect(db, readonly=False)
     conn.execute(schema_sql())
     conn.executemany(
@@ -23,7 +23,7 @@ def test_rebuild_carries_the_rate_ledger_over(tmp_path: Path, corpus: Path) -> N
     )
     conn.close()
     # Forced: an unchanged corpus would keep the file as it is, cache and all.
-    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None, force=True)
+    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None, force=True, carry_over=carry_over)
     conn = connect(db, readonly=True)
     (count,) = conn.execute("SELECT count(*) FROM sdmx_rate_ledger WHERE provider = 'OECD'").fetchone()
     (passages,) = conn.execute("SELECT count(*) FROM passages").fetchone()
@@ -35,8 +35,8 @@ def test_rebuild_carries_the_rate_ledger_over(tmp_path: Path, corpus: Path) -> N
 def test_rebuild_without_statistics_tables_adds_none(tmp_path: Path, corpus: Path) -> None:
     db = tmp_path / "index.sqlite"
     emb = HashEmbedder()
-    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None)
-    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None, force=True)
+    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None, carry_over=carry_over)
+    ingest_corpus(corpus, db, emb, ceiling=Classification.RESTRICTED, progress=None, force=True, carry_over=carry_over)
     conn = connect(db, readonly=True)
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'sdmx%'")}
     conn.close()
