@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from governed_evidence import __version__
+from governed_evidence import __version__, composition
 from governed_evidence.config import Classification, Settings, parse_level
 from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
 from governed_evidence.logging import configure_logging
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from governed_evidence.embeddings.base import Embedder
-    from governed_evidence.sdmx.service import SdmxService
-    from governed_evidence.search.models import IndexStatus, SearchResponse
+    from governed_evidence.mcp.status import ServerStatus
+    from governed_evidence.search.models import SearchResponse
     from governed_evidence.search.service import SearchService
 
 __all__ = ["main"]
@@ -41,6 +41,10 @@ def _settings() -> Settings:
     return Settings()
 
 
+def _db(args: argparse.Namespace, settings: Settings) -> Path:
+    return Path(args.db) if args.db else settings.db
+
+
 def _service(
     args: argparse.Namespace,
     settings: Settings,
@@ -48,38 +52,22 @@ def _service(
     *,
     serving: bool = False,
 ) -> SearchService:
-    from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.search.service import SearchService
-
     ceiling = parse_level(args.ceiling) if getattr(args, "ceiling", None) else settings.ceiling_level
-    db = Path(args.db) if args.db else settings.db
-    return SearchService(
-        db,
-        ceiling=ceiling,
-        embedder_factory=embedder_factory or (lambda: make_embedder(settings)),
-        gate_enabled=settings.gate == "on",
-        # A one-shot command answers one query: copying every vector first would cost more.
-        vector_memory_bytes=settings.vector_memory_mb * 2**20 if serving else 0,
+    return composition.search_service(
+        settings, db=_db(args, settings), ceiling=ceiling, embedder_factory=embedder_factory, serving=serving
     )
 
 
 def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.ingest.pipeline import ingest_corpus
-    from governed_evidence.sdmx.schema import carry_over
-
-    db = Path(args.db) if args.db else settings.db
-    embedder = make_embedder(settings, args.embedder)
-    report = ingest_corpus(
+    db = _db(args, settings)
+    report = composition.ingest(
+        settings,
         Path(args.corpus),
         db,
-        embedder,
+        embedder_name=args.embedder,
         ceiling=parse_level(args.ceiling),
         default_classification=parse_level(args.default_classification),
-        max_file_bytes=settings.max_file_bytes,
         force=args.force,
-        # The statistics cache and rate ledger live in the same file: a rebuild keeps them.
-        carry_over=carry_over,
     )
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
@@ -147,7 +135,7 @@ def _cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _print_status(status: IndexStatus) -> None:
+def _print_status(status: ServerStatus) -> None:
     print(f"index ok: {status.ok}" + (f" ({status.problem})" if status.problem else ""))
     print(f"integrity: {status.integrity} | schema: {status.schema_version} | built: {status.built_at}")
     print(f"embedding model: {status.embedding_model} ({status.embedding_dimension}-d)")
@@ -166,9 +154,9 @@ def _print_status(status: IndexStatus) -> None:
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from governed_evidence.mcp.app import combined_status
-
-    status = combined_status(_service(args, settings), _statistics(args, settings))
+    status = composition.server_status(
+        _service(args, settings), composition.statistics_service(settings, db=_db(args, settings))
+    )
     if args.json:
         print(status.model_dump_json(indent=2))
     else:
@@ -193,7 +181,6 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     try:
         from governed_evidence.logging import route_library_loggers
         from governed_evidence.mcp import build_app
-        from governed_evidence.sdmx.deferred import DeferredSdmxService
 
         service = _service(args, settings, embedder_factory=model.result, serving=True)
         # The searchable vectors are copied into memory in the background (after the model
@@ -202,7 +189,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         vectors.start()
         # The statistics service (httpx, parsers, the cache connection) is made on the first
         # statistics call; only the providers file is read now.
-        statistics = DeferredSdmxService(settings, db=Path(args.db) if args.db else settings.db)
+        statistics = composition.deferred_statistics(settings, db=_db(args, settings))
         route_library_loggers("fastmcp", "mcp", "httpx")
         build_app(service, statistics).run(transport="stdio", show_banner=False)
     finally:
@@ -215,12 +202,6 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         if vectors is not None:
             vectors.join()
     return 0
-
-
-def _statistics(args: argparse.Namespace, settings: Settings) -> SdmxService:
-    from governed_evidence.sdmx.service import SdmxService
-
-    return SdmxService.from_settings(settings, db=Path(args.db) if args.db else settings.db)
 
 
 def build_parser() -> argparse.ArgumentParser:

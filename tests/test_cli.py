@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from governed_evidence.search.models import IndexStatus, SearchResponse
+from governed_evidence.mcp.status import ServerStatus
+from governed_evidence.search.models import SearchResponse
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -129,7 +130,7 @@ def test_pdf_and_docx_are_cited_by_page_and_line(db: Path) -> None:
 def test_status_json_matches_the_model_and_counts_only_visible(db: Path) -> None:
     done = cli("status", "--db", str(db), "--ceiling", "public", "--json")
     assert done.returncode == 0, done.stderr
-    status = IndexStatus.model_validate_json(done.stdout)
+    status = ServerStatus.model_validate_json(done.stdout)
     assert status.ok and status.integrity == "ok"
     assert status.embedding_model == "sentence-transformers/all-MiniLM-L6-v2@int8-onnx"
     assert status.embedding_dimension == 384

@@ -19,7 +19,9 @@ from governed_evidence.mcp.errors import run_tool
 from governed_evidence.mcp.prompt import EVIDENCE_BRIEF
 from governed_evidence.mcp.registration import prompt, tool
 from governed_evidence.mcp.schemas import CitationId, Confidence, Context, Limit, Mode, Query
-from governed_evidence.search.models import IndexStatus, ReadPassageResponse, SearchResponse, SourcesResponse
+from governed_evidence.mcp.status import ServerStatus, combined_status
+from governed_evidence.search.limits import CONFIDENCE_LEVELS, DEFAULT_LIMIT, SEARCH_MODES
+from governed_evidence.search.models import ReadPassageResponse, SearchResponse, SourcesResponse
 
 if TYPE_CHECKING:
     from governed_evidence.sdmx.deferred import DeferredSdmxService
@@ -47,14 +49,6 @@ def _call(tool: str, service: SearchService, fn: Callable[[], T], count: Callabl
     return run_tool(tool, fn, count, ceiling=service.ceiling.label)
 
 
-def combined_status(service: SearchService, statistics: Statistics | None) -> IndexStatus:
-    """The documents index status, with the statistics cache's when statistics are served."""
-    status = service.status()
-    if statistics is None:
-        return status
-    return status.model_copy(update={"statistics_cache": statistics.status()})
-
-
 def capabilities(service: SearchService, statistics: Statistics | None = None) -> dict[str, Any]:
     from governed_evidence.mcp.statistics import STATISTICS_TOOLS
 
@@ -67,8 +61,8 @@ def capabilities(service: SearchService, statistics: Statistics | None = None) -
             "documents": ["search_documents", "read_passage", "list_sources", "index_status"],
             "statistics": list(STATISTICS_TOOLS) if statistics is not None else [],
         },
-        "retrieval_modes": ["hybrid", "keyword", "semantic"],
-        "confidence_levels": ["strict", "normal"],
+        "retrieval_modes": list(SEARCH_MODES),
+        "confidence_levels": list(CONFIDENCE_LEVELS),
         "governance": {
             "classification_ceiling": service.ceiling.label,
             "ceiling_source": "operator configuration (GOVERNED_EVIDENCE_CEILING); never a tool argument",
@@ -78,7 +72,8 @@ def capabilities(service: SearchService, statistics: Statistics | None = None) -
             "untrusted_text": "every passage carries a notice that it is data, not instructions",
             "ingest_guards": [
                 "credential-shaped text refused",
-                "control and zero-width characters stripped",
+                "invisible characters (Unicode format and control characters) stripped from every served field",
+                "links inside the corpus not followed; hard links take their most restrictive name",
                 "superseded documents kept out of search",
             ],
         },
@@ -93,7 +88,7 @@ def build_app(service: SearchService, statistics: Statistics | None = None) -> F
 
     @tool(app, READ_ONLY)
     def search_documents(
-        query: Query, limit: Limit = 8, mode: Mode = "hybrid", confidence: Confidence = "strict"
+        query: Query, limit: Limit = DEFAULT_LIMIT, mode: Mode = "hybrid", confidence: Confidence = "strict"
     ) -> SearchResponse:
         """Search the policy documents the caller may see; every result carries a citation_id.
 
@@ -122,7 +117,7 @@ def build_app(service: SearchService, statistics: Statistics | None = None) -> F
         return _call("list_sources", service, service.list_sources, lambda r: len(r.documents))
 
     @tool(app, READ_ONLY)
-    def index_status() -> IndexStatus:
+    def index_status() -> ServerStatus:
         """Index integrity, embedding model, build time and the counts visible to the caller."""
         return _call("index_status", service, lambda: combined_status(service, statistics), lambda r: r.documents)
 

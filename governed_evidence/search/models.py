@@ -6,7 +6,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from governed_evidence.sdmx.models import StatisticsCacheStatus
 from governed_evidence.search.limits import ConfidenceLevel, SearchMode
 
 __all__ = [
@@ -139,6 +138,3 @@ class IndexStatus(_Model):
     documents: int = 0
     passages: int = 0
     by_classification: list[LevelCount] = Field(default_factory=list)
-    statistics_cache: StatisticsCacheStatus | None = Field(
-        default=None, description="Where the SDMX cache lives, whether it persists, and each provider's budget."
-    )

@@ -22,9 +22,9 @@ from typing import Any
 from governed_evidence.config import Classification
 from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
 from governed_evidence.mcp.errors import INTERNAL_ERROR_MESSAGE
+from governed_evidence.mcp.status import ServerStatus
 from governed_evidence.search.models import (
     UNTRUSTED_NOTICE,
-    IndexStatus,
     ReadPassageResponse,
     SearchResponse,
     SourcesResponse,
@@ -90,7 +90,7 @@ SERVER_TEXT = [
     # Field names, enum values and descriptions of every answer model.
     *(
         json.dumps(model.model_json_schema())
-        for model in (SearchResponse, ReadPassageResponse, SourcesResponse, IndexStatus)
+        for model in (SearchResponse, ReadPassageResponse, SourcesResponse, ServerStatus)
     ),
 ]
 

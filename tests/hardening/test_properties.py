@@ -28,10 +28,11 @@ from governed_evidence.config import Classification, Settings
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp.errors import INTERNAL_ERROR_MESSAGE
+from governed_evidence.mcp.status import ServerStatus
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.sdmx.service import SdmxService
 from governed_evidence.sdmx.validate import DATASET_PATTERN, KEY_PATTERN, PERIOD_PATTERN, PROVIDER_PATTERN
-from governed_evidence.search.models import IndexStatus, ReadPassageResponse, SearchResponse, SourcesResponse
+from governed_evidence.search.models import ReadPassageResponse, SearchResponse, SourcesResponse
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
 from tests.hardening import figures
@@ -69,7 +70,7 @@ OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     "search_documents": SearchResponse,
     "read_passage": ReadPassageResponse,
     "list_sources": SourcesResponse,
-    "index_status": IndexStatus,
+    "index_status": ServerStatus,
     "search_datasets": DatasetSearchResponse,
     "describe_dataset": DatasetDescription,
     "get_data": DataResponse,

@@ -13,7 +13,8 @@ from typing import Any
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from governed_evidence.search.models import IndexStatus, ReadPassageResponse, SearchResponse, SourcesResponse
+from governed_evidence.mcp.status import ServerStatus
+from governed_evidence.search.models import ReadPassageResponse, SearchResponse, SourcesResponse
 from governed_evidence.search.reading import NOT_FOUND_MESSAGE
 
 SURFACE = Path(__file__).with_name("surface.json")
@@ -93,7 +94,7 @@ def test_every_tool_answers_within_its_schema(sample_index: Path) -> None:
         sources = SourcesResponse.model_validate((await client.call_tool("list_sources", {})).structured_content)
         assert {t.classification for t in sources.totals} == {"public", "internal"}
         assert "untrusted" in sources.notice  # titles are authors' text too
-        status = IndexStatus.model_validate((await client.call_tool("index_status", {})).structured_content)
+        status = ServerStatus.model_validate((await client.call_tool("index_status", {})).structured_content)
         assert status.ok and status.semantic_search == "available"
         abstained = await client.call_tool("search_documents", {"query": "Can I bring my dog to the office?"})
         assert abstained.is_error is False
@@ -173,7 +174,7 @@ def test_concurrent_calls_do_not_cross_talk(sample_index: Path) -> None:
 
 def test_missing_index_reports_instead_of_crashing(tmp_path: Path) -> None:
     async def body(client: Client) -> None:
-        status = IndexStatus.model_validate((await client.call_tool("index_status", {})).structured_content)
+        status = ServerStatus.model_validate((await client.call_tool("index_status", {})).structured_content)
         assert status.ok is False and status.problem and "ingest" in status.problem
         result = await client.call_tool("search_documents", {"query": "leave"}, raise_on_error=False)
         assert result.is_error and "no evidence index found" in result.content[0].text

@@ -1,0 +1,94 @@
+"""The composition root: services built from the operator's settings, for the CLI.
+
+Every part of the package takes what it needs as arguments; this is the one place that
+reads the settings and wires the parts together (the query embedder, the statistics
+carry-over of an index build, the status both services report). Imports stay inside the
+functions: ``serve`` must not pay at start-up for the ingest parsers or the statistics HTTP
+stack (tests/mcp/test_startup.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from governed_evidence.config import Classification, Settings
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from governed_evidence.embeddings.base import Embedder
+    from governed_evidence.ingest.pipeline import IngestReport
+    from governed_evidence.mcp.status import ServerStatus
+    from governed_evidence.sdmx.deferred import DeferredSdmxService
+    from governed_evidence.sdmx.service import SdmxService
+    from governed_evidence.search.service import SearchService
+
+__all__ = ["deferred_statistics", "ingest", "search_service", "server_status", "statistics_service"]
+
+
+def search_service(
+    settings: Settings,
+    *,
+    db: Path,
+    ceiling: Classification,
+    embedder_factory: Callable[[], Embedder] | None = None,
+    serving: bool = False,
+) -> SearchService:
+    from governed_evidence.embeddings.factory import make_embedder
+    from governed_evidence.search.service import SearchService
+
+    return SearchService(
+        db,
+        ceiling=ceiling,
+        embedder_factory=embedder_factory or (lambda: make_embedder(settings)),
+        gate_enabled=settings.gate == "on",
+        # A one-shot command answers one query: copying every vector first would cost more.
+        vector_memory_bytes=settings.vector_memory_mb * 2**20 if serving else 0,
+    )
+
+
+def statistics_service(settings: Settings, *, db: Path) -> SdmxService:
+    from governed_evidence.sdmx.service import SdmxService
+
+    return SdmxService.from_settings(settings, db=db)
+
+
+def deferred_statistics(settings: Settings, *, db: Path) -> DeferredSdmxService:
+    """Statistics made on the first statistics call (only the providers file is read now)."""
+    from governed_evidence.sdmx.deferred import DeferredSdmxService
+
+    return DeferredSdmxService(settings, db=db)
+
+
+def server_status(documents: SearchService, statistics: SdmxService | DeferredSdmxService | None) -> ServerStatus:
+    from governed_evidence.mcp.status import combined_status
+
+    return combined_status(documents, statistics)
+
+
+def ingest(
+    settings: Settings,
+    corpus: Path,
+    db: Path,
+    *,
+    embedder_name: str | None,
+    ceiling: Classification,
+    default_classification: Classification,
+    force: bool,
+) -> IngestReport:
+    from governed_evidence.embeddings.factory import make_embedder
+    from governed_evidence.ingest.pipeline import ingest_corpus
+    from governed_evidence.sdmx.schema import carry_over
+
+    return ingest_corpus(
+        corpus,
+        db,
+        make_embedder(settings, embedder_name),
+        ceiling=ceiling,
+        default_classification=default_classification,
+        max_file_bytes=settings.max_file_bytes,
+        force=force,
+        # The statistics cache and rate ledger live in the same file: a rebuild keeps them.
+        carry_over=carry_over,
+    )
