@@ -280,7 +280,7 @@ def test_a_read_failure_during_the_build_stores_no_fingerprint(
         return load_document(path, fallback_title)
 
     with monkeypatch.context() as patched:
-        patched.setattr("governed_evidence.ingest.pipeline.load_document", flaky)
+        patched.setattr("governed_evidence.ingest.passages.load_document", flaky)
         report = ingest(corpus, db)
     assert "cannot be read" in dict(report.rejected)["public/leave.md"]
     assert "corpus_fingerprint" not in meta_of(db)

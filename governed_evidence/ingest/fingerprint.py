@@ -1,0 +1,149 @@
+"""The corpus fingerprint: one digest of everything an ingest's outcome depends on.
+
+A corpus whose fingerprint matches the one stored in the index is not rebuilt. Only the
+digest is stored: no file names, sizes or per-file hashes, so it names nothing, above the
+ceiling or not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path, PurePosixPath
+
+from governed_evidence.config import Classification
+from governed_evidence.embeddings.base import ModelIdentity
+from governed_evidence.errors import FileRejectedError
+from governed_evidence.ingest.frontmatter import FRONT_MATTER_LIMIT
+from governed_evidence.ingest.guards import check_name, check_source_location
+from governed_evidence.ingest.passages import MAX_PASSAGE_CHARS
+from governed_evidence.ingest.sources import Source, hard_link_groups, sources
+from governed_evidence.store.schema import SCHEMA_VERSION
+
+__all__ = ["INGEST_LOGIC_VERSION", "corpus_fingerprint", "fingerprint"]
+
+#: Version of what turns files into an index: loaders, guards, classification, chunking,
+#: citation ids and what a passage stores. It is part of the corpus fingerprint, so bump it
+#: with any change that would build the same corpus into a different index; otherwise an
+#: index built by the old logic is kept as "unchanged".
+INGEST_LOGIC_VERSION = 2  # 2: links not followed, names checked, labels fail closed, key runs refused
+
+
+def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: int) -> list[object]:
+    """What the build's outcome for one supported file depends on, found without parsing it.
+
+    The same location guard as the build decides whether the file may be opened at all; a
+    file that may not (a link leaving the corpus, a loop, a pipe) is described by the reason
+    alone, which is all the build learns of it too. A file over the size limit is only read
+    as far as classification reads it (its front matter window): the build refuses it by its
+    size, so the rest of its bytes cannot change the index, and reading them would defeat
+    the limit. Every other file is hashed whole, whatever its classification: a change to a
+    document above the ceiling (a relabelled one, say) must rebuild too. Its bytes go into
+    the one corpus digest only; nothing about it is parsed, stored or named.
+    """
+    try:
+        check_name(str(rel))
+        check_source_location(path, root, root_resolved=True)
+    except FileRejectedError as exc:
+        return ["refused", str(exc)]
+    try:
+        # Non-blocking, and checked again on the open descriptor: a pipe swapped in after the
+        # location check must neither block the ingest nor be read.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return ["unreadable", type(exc).__name__]
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ["refused", "not a regular file"]
+        remaining = info.st_size if info.st_size <= max_file_bytes else FRONT_MATTER_LIMIT
+        digest = hashlib.sha256()
+        while remaining > 0:
+            block = os.read(fd, min(remaining, 1 << 20))
+            if not block:
+                break
+            digest.update(block)
+            remaining -= len(block)
+        return ["file", info.st_size, digest.hexdigest()]
+    except OSError as exc:
+        return ["unreadable", type(exc).__name__]
+    finally:
+        os.close(fd)
+
+
+def fingerprint(
+    root: Path,
+    sources: list[Source],
+    identity: ModelIdentity,
+    *,
+    ceiling: Classification,
+    default_classification: Classification,
+    max_file_bytes: int,
+) -> str:
+    # Everything besides the files that shapes the index: the ingest logic, the schema, the
+    # build settings and the embedding model (its vectors are stored).
+    settings = {
+        "ingest_logic": INGEST_LOGIC_VERSION,
+        "schema_version": SCHEMA_VERSION,
+        "max_passage_chars": MAX_PASSAGE_CHARS,
+        "corpus": str(root),
+        "ceiling": ceiling.label,
+        "default_classification": default_classification.label,
+        "max_file_bytes": max_file_bytes,
+        "embedding_model": identity.model_id,
+        "embedding_dimension": identity.dimension,
+        "embedding_model_checksum": identity.checksum,
+    }
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    # Unsupported files never reach the index; they are listed by path (an added or removed
+    # one still rebuilds, conservatively) but never opened.
+    groups = hard_link_groups(root, sources)
+    entries = sorted(
+        (
+            str(s.rel),
+            [
+                *(_source_state(s.path, s.rel, root, max_file_bytes) if s.supported else ["unsupported"]),
+                # Which names are one file changes which one is indexed, and at what level.
+                *(
+                    [["hard links", *map(str, groups[s.rel].indexable + groups[s.rel].other)]]
+                    if s.rel in groups
+                    else []
+                ),
+            ],
+        )
+        for s in sources
+    )
+    for rel, state in entries:
+        # One JSON line per file: unambiguous whatever characters a file name holds.
+        digest.update(json.dumps([rel, *state]).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def corpus_fingerprint(
+    corpus: Path,
+    identity: ModelIdentity,
+    *,
+    ceiling: Classification,
+    default_classification: Classification = Classification.RESTRICTED,
+    max_file_bytes: int = 64 * 1024 * 1024,
+) -> str:
+    """SHA-256 over everything an ingest of ``corpus`` depends on.
+
+    Equal fingerprints mean an ingest would build the same index (up to its build time):
+    the ingest logic version, the schema, the settings (resolved corpus path, ceiling,
+    default classification, file size limit), the embedding model, and for every file the
+    walk considers, in path order, its relative path and what its outcome depends on (size
+    and SHA-256 of its bytes). Only this one digest is stored in the index: no file names,
+    sizes or per-file hashes, so it names nothing, above the ceiling or not. It is content
+    based, not time based: touching a file (a new modification time, the same bytes) keeps it.
+    """
+    return fingerprint(
+        corpus.resolve(),
+        sources(corpus),
+        identity,
+        ceiling=ceiling,
+        default_classification=default_classification,
+        max_file_bytes=max_file_bytes,
+    )

@@ -1,0 +1,117 @@
+"""Which files an ingest considers, and which of them are one file under several names.
+
+The fingerprint and the build both iterate the one list :func:`sources` returns, so what is
+fingerprinted is exactly what is built.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from governed_evidence.config import Classification
+from governed_evidence.ingest.classify import Classified, classify, level_from_path
+from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES
+
+__all__ = ["Names", "Source", "classify_names", "hard_link_groups", "sources"]
+
+
+def _walk(corpus: Path) -> Iterator[Path]:
+    """Files under ``corpus`` in a stable order, skipping hidden files and folders."""
+    for path in sorted(corpus.rglob("*")):
+        rel = path.relative_to(corpus)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            continue
+        yield path
+
+
+@dataclass(frozen=True)
+class Source:
+    path: Path
+    rel: PurePosixPath
+    #: A format a loader reads; other files are only counted.
+    supported: bool
+
+
+def sources(corpus: Path) -> list[Source]:
+    """Every file an ingest considers. The fingerprint and the build both iterate this one
+    list, so what is fingerprinted is exactly what is built."""
+    return [
+        Source(path, PurePosixPath(path.relative_to(corpus).as_posix()), path.suffix.lower() in SUPPORTED_SUFFIXES)
+        for path in _walk(corpus)
+    ]
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every name one file has inside the corpus."""
+
+    #: Names the walk ingests (supported, not hidden), sorted: the file is indexed under one.
+    indexable: tuple[PurePosixPath, ...]
+    #: Its other names in the corpus (hidden, or of another format): never indexed, but
+    #: their folders still say how sensitive the file is.
+    other: tuple[PurePosixPath, ...]
+    #: Names outside the corpus, by the link count (their folders mean nothing here).
+    outside: int
+
+
+def hard_link_groups(corpus: Path, sources: list[Source]) -> dict[PurePosixPath, Names]:
+    """Every supported file that has another name in the corpus: all its names.
+
+    One file reached by two names is one document with two claims to a level (a hard link
+    in public/ to a file in restricted/ must not publish it), so the names are classified
+    together and the file is indexed once. Hidden names and names of other formats count
+    too: a hard link public/copy.md of restricted/.draft.md is the restricted draft.
+    """
+    by_inode: dict[tuple[int, int], list[PurePosixPath]] = {}
+    links: dict[tuple[int, int], int] = {}
+    # Every regular file under the corpus, hidden ones included, without following links.
+    for folder, _, files in os.walk(corpus):
+        for name in files:
+            path = Path(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                key = (info.st_dev, info.st_ino)
+                by_inode.setdefault(key, []).append(PurePosixPath(path.relative_to(corpus).as_posix()))
+                links[key] = info.st_nlink
+    indexable = {s.rel for s in sources if s.supported}
+    groups: dict[PurePosixPath, Names] = {}
+    for key, names in by_inode.items():
+        found = [n for n in sorted(names) if n in indexable]
+        if not found:
+            continue
+        group = Names(tuple(found), tuple(n for n in sorted(names) if n not in indexable), links[key] - len(names))
+        for member in found:
+            groups[member] = group
+    return groups
+
+
+def classify_names(
+    corpus: Path, rel: PurePosixPath, names: Names | None, default: Classification
+) -> tuple[Classified, PurePosixPath]:
+    """The classification of the file at ``rel`` over every name it has here, and the name
+    it is indexed under.
+
+    Each indexable name is classified on its own (front matter, else its folder), each
+    other name by its folder; the file takes the most restrictive result, and is indexed
+    under the first indexable name whose own level that is, so a hard link elsewhere
+    neither lowers its level nor moves it.
+    """
+    if names is None:
+        return classify(corpus / rel, rel, default), rel
+    results = {name: classify(corpus / name, name, default) for name in names.indexable}
+    level = max(
+        max(result.level for result in results.values()),
+        max((level_from_path(name, default) for name in names.other), default=Classification.PUBLIC),
+    )
+    home = next((name for name in names.indexable if results[name].level == level), names.indexable[0])
+    decided = results[home]
+    return Classified(level, decided.front, decided.doubts), home
