@@ -52,6 +52,15 @@ _CREDENTIAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "connection string with password",
         re.compile(r"\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@]{1,256}:[^\s@/]{4,256}@[\w.-]"),
     ),
+    # Prefixes their issuers publish so that scanners can find them.
+    ("payment API key", re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("source-hosting token", re.compile(r"\b(?:glpat-[A-Za-z0-9_\-]{20,}|github_pat_[A-Za-z0-9_]{40,})")),
+    (
+        "signed token (JWT)",
+        # Not inside a URL: link trackers put signed, public tokens in their paths.
+        re.compile(r"(?<![/=?&])\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{16,}"),
+    ),
+    ("storage account key", re.compile(r"(?i)\bAccountKey=[A-Za-z0-9+/]{40,}={0,2}")),
 )
 
 #: Where a private key's armour opens and closes: everything between is key material.

@@ -33,6 +33,21 @@ GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
         ("redis://default:longpassword@cache.example.com", "connection string with password"),
         (f"export GITHUB_TOKEN={GITHUB_TOKEN}", "API token"),
         ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "cloud secret key"),
+        # Shapes the security review found served (finding 5's list of what was not caught).
+        ("Use " + "sk_" + "live_4eC39HqLyjWDarjtT1zdp7dc for the billing job.", "payment API key"),
+        ("CI token: " + "glpat" + "-xR7bQ2mN9kL4vT6wY8zA", "source-hosting token"),
+        (
+            "Bearer "
+            + "eyJ"
+            + "hbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMiLCJyb2xlIjoiYWRtaW4ifQ.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk",
+            "signed token (JWT)",
+        ),
+        (
+            "DefaultEndpointsProtocol=https;AccountName=ops;"
+            + "AccountKey="
+            + "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+            "storage account key",
+        ),
     ],
 )
 def test_credential_shapes_are_detected(text: str, kind: str) -> None:
@@ -53,6 +68,12 @@ def test_credential_shapes_are_detected(text: str, kind: str) -> None:
         "Store secrets in the vault; the secret manager audits each access.",
         "Commit 3f2a9c1d4e5b6a7980c1d2e3f4a5b6c7d8e9f0a1 fixed the login bug.",
         "AKIA keys are issued by the cloud team on request.",
+        "Payment keys start with sk_live_ in production and sk_test_ in the sandbox.",
+        "Tokens are JSON Web Tokens (JWT) signed with the eyJ header prefix omitted here.",
+        "Set AccountKey= in the connection string from the vault, never in the repository.",
+        "Sign in at https://lnks.gd/l/"
+        + "eyJ"
+        + "hbGciOiJIUzI1NiJ9.eyJidWxsZXRpbl9saW5rX2lkIjoxMDMsInVyaSI6ImJwMjpjbGljayJ9.dBjftJeZ4CVPmB92K27uhbUJU1p1r",
     ],
 )
 def test_ordinary_prose_is_not_flagged(text: str) -> None:
