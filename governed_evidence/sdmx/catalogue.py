@@ -1,9 +1,13 @@
 """The dataflow catalogue: streamed out of a (possibly large) structure message, then searched.
 
-Parsing streams ``Dataflow`` elements and drops each after reading it, so a catalogue of
-thousands of flows never sits in memory as a tree. Search is a small weighted word match
-(name > id > description, rarer words count more) over rows parsed once per catalogue
-body; it needs no index because a provider's catalogue has at most a few thousand flows.
+Parsing streams ``Dataflow`` elements one at a time (:func:`governed_evidence.sdmx.xml.stream`),
+so a catalogue of thousands of flows, or of millions of other elements, never sits in
+memory as a tree. A dataflow whose agency, id or version a caller could not send (``..``,
+a slash, non-ASCII digits) is left out: it could never be asked for safely.
+
+Search is a small weighted word match (name > id > description, rarer words count more)
+over rows parsed once per catalogue body; it needs no index because a provider's
+catalogue has at most a few thousand flows.
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
-from governed_evidence.sdmx.xml import MES, STR, iter_events, localised, plain_text
+from governed_evidence.logging import get_logger
+from governed_evidence.sdmx.validate import provider_dataset_ref
+from governed_evidence.sdmx.xml import MES, STR, localised, localised_text, plain_text, stream
 
 __all__ = ["MAX_DATAFLOWS", "CatalogueIndex", "CatalogueRow", "Hit", "parse_catalogue", "query_terms"]
+
+log = get_logger("sdmx.catalogue")
 
 MAX_DATAFLOWS = 50_000
 _DATAFLOW = f"{{{STR}}}Dataflow"
@@ -61,27 +69,35 @@ def parse_catalogue(body: bytes) -> list[CatalogueRow]:
     """
     rows: list[CatalogueRow] = []
     root_seen = False
-    for event, element in iter_events(body):
+    definitions = unusable = 0
+    for kind, tag, attrib, element in stream(body, units=lambda parent, tag: tag == _DATAFLOW):
         if not root_seen:
             root_seen = True
-            if element.tag != _STRUCTURE:
+            if kind != "start" or tag != _STRUCTURE:
                 raise UnusableResponseError("expected an SDMX-ML 2.1 structure message for the catalogue")
             continue
         # Definitions carry an id; the same tag inside a constraint attachment is a reference.
-        if event != "end" or element.tag != _DATAFLOW or not element.get("id"):
+        if element is None or not attrib.get("id"):
+            continue
+        # Counted before validation, so skipped entries cannot make the parse unbounded.
+        definitions += 1
+        if definitions > MAX_DATAFLOWS:
+            raise ResponseTooLargeError("the catalogue lists more dataflows than this server reads")
+        ref = provider_dataset_ref(attrib.get("agencyID", ""), attrib.get("id", ""), attrib.get("version", "latest"))
+        if ref is None or ref.agency is None:
+            unusable += 1
             continue
         rows.append(
             CatalogueRow(
-                agency=element.get("agencyID", ""),
-                dataset_id=element.get("id", ""),
-                version=element.get("version", "latest"),
+                agency=ref.agency,
+                dataset_id=ref.id,
+                version=ref.version,
                 name=localised(element),
-                description=plain_text(localised(element, "Description"), 600),
+                description=plain_text(localised_text(element, "Description"), 600),
             )
         )
-        element.clear()
-        if len(rows) > MAX_DATAFLOWS:
-            raise ResponseTooLargeError("the catalogue lists more dataflows than this server reads")
+    if unusable:
+        log.warning("sdmx_catalogue_entries_skipped", count=unusable, reason="identifiers")
     return rows
 
 

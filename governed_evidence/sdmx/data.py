@@ -10,6 +10,11 @@ Every variant becomes rows of ``column → value`` in one pass, streaming:
 While streaming, each column is tracked for being constant across *all* rows, so callers
 can lift constants out of the table. Only the first ``keep`` rows are materialised, and
 more than ``max_rows`` observations is refused rather than truncated silently.
+
+Streaming holds memory to what is kept: XML observations are built one ``Obs`` at a time
+(:func:`governed_evidence.sdmx.xml.stream`), and CSV is decoded line by line with a bound
+on a line's length and on the number of columns, so a row of a million empty cells is
+refused before it becomes a million objects.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from xml.etree.ElementTree import Element
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
 from governed_evidence.sdmx.formats import Format
-from governed_evidence.sdmx.xml import iter_events, local
+from governed_evidence.sdmx.xml import local, stream
 
 __all__ = ["OBS_VALUE", "TIME_PERIOD", "DataTable", "ordered_columns", "parse_data"]
 
@@ -32,6 +37,10 @@ OBS_VALUE = "OBS_VALUE"
 _META_COLUMNS = frozenset({"DATAFLOW", "STRUCTURE", "STRUCTURE_ID", "STRUCTURE_NAME", "ACTION"})
 #: Labels remembered per response (a label per code, not per row).
 MAX_LABELS = 20_000
+#: SDMX-CSV has a column per dimension and attribute (two with labels): tens, not thousands.
+MAX_COLUMNS = 1_000
+#: Characters in one CSV line (a quoted cell may span lines; each line is bounded).
+MAX_LINE_CHARS = 1024 * 1024
 #: Footer code the (legacy) Eurostat API uses for "too large, delivered later".
 _FOOTER_TOO_LARGE = "413"
 
@@ -111,21 +120,29 @@ class _Collector:
         return DataTable(list(self.columns), self.rows, self.total, constant, empty, self.labels)
 
 
-def _decode(body: bytes) -> str:
+def _lines(body: bytes) -> Iterator[str]:
+    """The body's lines, decoded as they are read (the whole text never exists at once)."""
+    text = io.TextIOWrapper(io.BytesIO(body), encoding="utf-8-sig", newline="")
     try:
-        return body.decode("utf-8-sig")
+        while line := text.readline(MAX_LINE_CHARS + 1):
+            # Read with a limit, so an endless line is refused before it is held whole.
+            if len(line) > MAX_LINE_CHARS:
+                raise UnusableResponseError("the provider's CSV has a line longer than this server reads")
+            yield line
     except UnicodeDecodeError:
         raise UnusableResponseError("the provider's CSV is not valid UTF-8") from None
 
 
 def _parse_csv(body: bytes, out: _Collector) -> None:
-    reader: Iterator[list[str]] = csv.reader(io.StringIO(_decode(body), newline=""))
+    reader: Iterator[list[str]] = csv.reader(_lines(body))
     try:
         header = next(reader)
     except StopIteration:
         raise UnusableResponseError("the provider's CSV is empty") from None
     except csv.Error:
         raise UnusableResponseError("the provider's CSV could not be read") from None
+    if len(header) > MAX_COLUMNS:
+        raise UnusableResponseError("the provider's CSV has more columns than any SDMX-CSV")
     header = [h.strip() for h in header]
     labelled_pairs = "STRUCTURE_NAME" in header
     # SDMX-CSV 1.0 with labels=both writes "ID: Label" in the header and in code cells.
@@ -191,43 +208,51 @@ def _generic_obs(obs: Element, base: dict[str, str], time_id: str) -> dict[str, 
     return row
 
 
+_SERIES_PARTS = frozenset({"SeriesKey", "Attributes"})
+_WATCHED = frozenset({"Series", "Structure", "Message"})
+
+
+def _generic_unit(parent: str, tag: str) -> bool:
+    # Each observation whole; a series' key and attributes whole (they precede its Obs).
+    name = local(tag)
+    return name == "Obs" or (name in _SERIES_PARTS and local(parent) == "Series")
+
+
+def _specific_unit(parent: str, tag: str) -> bool:
+    # Structure-specific observations are unqualified Obs elements carrying attributes.
+    return tag == "Obs"
+
+
+def _watched(tag: str) -> bool:
+    return local(tag) in _WATCHED
+
+
 def _parse_xml(body: bytes, fmt: Format, out: _Collector) -> None:
     time_id = TIME_PERIOD
-    depth_series = 0
+    #: The current series' key and attributes (None outside a series).
+    base: dict[str, str] | None = None
     footer_codes: list[str] = []
-    for event, element in iter_events(body):
-        name = local(element.tag)
-        if event == "start":
+    units = _generic_unit if fmt == "generic" else _specific_unit
+    for kind, tag, attrib, element in stream(body, units=units, watch=_watched):
+        name = local(tag)
+        if kind == "start":
             if name == "Series":
-                depth_series += 1
-            elif name == "Structure" and element.get("dimensionAtObservation") not in (None, "AllDimensions"):
-                time_id = element.get("dimensionAtObservation", TIME_PERIOD)
-            continue
-        if name == "Message" and element.get("code"):
-            footer_codes.append(element.get("code", ""))
-        if fmt == "generic":
+                base = {} if fmt == "generic" else dict(attrib)
+            elif name == "Structure" and attrib.get("dimensionAtObservation") not in (None, "AllDimensions"):
+                time_id = attrib.get("dimensionAtObservation", TIME_PERIOD)
+            elif name == "Message" and attrib.get("code") and len(footer_codes) < 100:
+                footer_codes.append(attrib.get("code", ""))
+        elif kind == "end":
             if name == "Series":
-                base: dict[str, str] = {}
-                _values(_child(element, "SeriesKey"), base)
-                _values(_child(element, "Attributes"), base)
-                for obs in element:
-                    if local(obs.tag) == "Obs":
-                        out.add(_generic_obs(obs, base, time_id))
-                depth_series -= 1
-                element.clear()
-            elif name == "Obs" and depth_series == 0:
-                out.add(_generic_obs(element, {}, time_id))
-                element.clear()
-        elif name == "Series":
-            base = dict(element.attrib)
-            for obs in element:
-                if local(obs.tag) == "Obs":
-                    out.add({**base, **obs.attrib})
-            depth_series -= 1
-            element.clear()
-        elif name == "Obs" and depth_series == 0 and element.tag.find("}") == -1:
-            out.add(dict(element.attrib))
-            element.clear()
+                base = None
+        elif element is not None:
+            if name in _SERIES_PARTS:
+                if base is not None:
+                    _values(element, base)
+            elif fmt == "generic":
+                out.add(_generic_obs(element, base or {}, time_id))
+            else:
+                out.add({**(base or {}), **element.attrib})
     if out.total == 0 and _FOOTER_TOO_LARGE in footer_codes:
         raise ResponseTooLargeError(
             "the provider would only deliver this selection later as a file; narrow the key or the period"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from governed_evidence.sdmx.xml import MES, iter_events, local, namespace
+from governed_evidence.sdmx.xml import MES, local, namespace, stream
 
 __all__ = ["Format", "detect", "media_type"]
 
@@ -31,10 +31,11 @@ def media_type(content_type: str) -> str:
 
 
 def _sniff_xml(body: bytes) -> Format:
-    for _event, element in iter_events(body):
-        if namespace(element.tag) != MES:
+    # The first event is the root's start; the rest of the body is never parsed.
+    for _kind, tag, _attrib, _element in stream(body):
+        if namespace(tag) != MES:
             return "other"
-        return _ROOTS.get(local(element.tag), "other")
+        return _ROOTS.get(local(tag), "other")
     return "other"
 
 

@@ -1,10 +1,19 @@
-"""What the statistics tools return: the same models serve the CLI's --json and MCP."""
+"""What the statistics tools return: the same models serve the CLI's --json and MCP.
+
+Every string these models carry passes :func:`~governed_evidence.invisible.strip_invisible`
+when a model is made, dictionary keys included: names, descriptions, codes, labels, column
+names and cell values all come from a provider, and zero-width, bidirectional-control or
+tag characters in them would reach the client model unseen by anyone reviewing the answer.
+Doing it here, where every answer is built, means no path that forgets it can exist.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from governed_evidence.invisible import strip_invisible
 
 __all__ = [
     "PROVIDER_TEXT_NOTICE",
@@ -19,6 +28,7 @@ __all__ = [
     "ProviderBudget",
     "StatisticsCacheStatus",
     "TimeCoverage",
+    "visible",
 ]
 
 PROVIDER_TEXT_NOTICE = (
@@ -30,8 +40,30 @@ CodesSource = Literal[
 ]
 
 
+def visible(text: str) -> str:
+    """``text`` without invisible characters (printable ASCII has none, and is most text)."""
+    return text if text.isascii() and text.isprintable() else strip_invisible(text)
+
+
+def _visible(value: Any) -> Any:
+    """``value`` with invisible characters removed from every string in it (models are left as built)."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {_visible(k): _visible(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_visible(v) for v in value]
+    return value
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strip_invisible(cls, data: Any) -> Any:
+        # Nested models were cleaned when they were made; only plain values are walked.
+        return _visible(data)
 
 
 class _Sourced(_Model):

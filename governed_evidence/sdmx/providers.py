@@ -4,33 +4,90 @@ A provider's quirks (which agency to ask for the catalogue, which ``references``
 accepts, whether it has ``availableconstraint``) are fields, so adding a provider is a
 TOML table, not a code branch. The caller of a tool only ever names a provider id; the
 base URL, and so the host, always comes from here.
+
+Bases are public by default: an https base whose host is a loopback, private, link-local
+or otherwise non-global address (in any literal form a resolver accepts, such as
+``127.1`` or ``2130706433``), or a ``localhost`` name, is refused unless the provider
+sets ``allow_private_network = true``. The plain ``http://127.0.0.1:PORT`` form is the
+explicit local-mirror form and implies it. Host *names* are not resolved here; the client
+checks the addresses a name resolves to when it connects (see
+:mod:`governed_evidence.sdmx.client`).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
+import socket
 import tomllib
 import urllib.parse
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from governed_evidence.errors import ConfigError, InvalidRequestError
 from governed_evidence.sdmx.validate import is_agency, validate_provider_id
 
-__all__ = ["Provider", "Providers", "check_base_url", "load_providers"]
+__all__ = ["Provider", "Providers", "check_base_url", "is_public_address", "load_providers"]
 
 _LOOPBACK_HOST = "127.0.0.1"
+_FORMAT_RE = re.compile(r"[A-Za-z0-9._\-]{1,40}")
+#: NAT64 (RFC 6052): a gateway turns these into the IPv4 address in their last 32 bits.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+PRIVATE_OPT_IN = "allow_private_network"
 
 
-def check_base_url(url: str) -> str:
+def is_public_address(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """True for a globally routable unicast address; False for loopback, private, link-local,
+    shared, reserved, unspecified and multicast ones, and for what is not an address at all.
+
+    IPv6 forms that carry an IPv4 address (mapped, NAT64) are judged by that address.
+    """
+    try:
+        ip = ipaddress.ip_address(address) if isinstance(address, str) else address
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.scope_id:
+            return False
+        if ip.ipv4_mapped is not None:
+            return is_public_address(ip.ipv4_mapped)
+        if ip in _NAT64:
+            return is_public_address(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return bool(ip.is_global and not ip.is_multicast)
+
+
+def _literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``host`` names literally, in any form a resolver reads as one."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        # inet_aton reads the forms getaddrinfo does: 127.1, 0x7f.1, 0177.0.0.1, 2130706433.
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def _private_host(hostname: str) -> bool:
+    host = hostname.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    literal = _literal_address(host)
+    return literal is not None and not is_public_address(literal)
+
+
+def check_base_url(url: str, *, allow_private_network: bool = False) -> str:
     """Accept ``https://host[:port]/path`` or ``http://127.0.0.1:PORT/path``; return it without a trailing slash.
 
     Raises
     ------
     ValueError
-        For any other scheme, user info, query, fragment, or a non-loopback http host.
+        For any other scheme, user info, query, fragment, a non-loopback http host, or an
+        https host that is a loopback, private or link-local address (unless allowed).
     """
     parts = urllib.parse.urlsplit(url)
     if parts.username or parts.password or parts.query or parts.fragment:
@@ -42,7 +99,11 @@ def check_base_url(url: str) -> str:
     except ValueError:
         raise ValueError("base_url has an invalid port") from None
     if parts.scheme == "https":
-        pass
+        if not allow_private_network and _private_host(parts.hostname):
+            raise ValueError(
+                "base_url must not point at a loopback, private or link-local address; for a trusted "
+                f"internal mirror set {PRIVATE_OPT_IN} = true in the providers file"
+            )
     elif parts.scheme == "http":
         # Plain http only to this machine's loopback, where nothing crosses a network.
         if parts.hostname != _LOOPBACK_HOST or port is None:
@@ -87,11 +148,20 @@ class Provider(BaseModel):
     notes: str = ""
     #: False removes a bundled provider.
     enabled: bool = True
+    #: True lets an https base point at a loopback, private or link-local address (an
+    #: internal mirror the operator trusts); requests may then reach this network.
+    allow_private_network: bool = False
 
     @field_validator("base_url")
     @classmethod
     def _safe_base(cls, value: str) -> str:
-        return check_base_url(value)
+        # The shape only; whether the host may be private depends on another field.
+        return check_base_url(value, allow_private_network=True)
+
+    @model_validator(mode="after")
+    def _public_base(self) -> Provider:
+        check_base_url(self.base_url, allow_private_network=self.allow_private_network)
+        return self
 
     @field_validator("catalogue_agency", "default_agency")
     @classmethod
@@ -103,7 +173,8 @@ class Provider(BaseModel):
     @field_validator("data_format")
     @classmethod
     def _format(cls, value: str | None) -> str | None:
-        if value is not None and not value.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        # ASCII only: str.isalnum() would accept any script's letters and digits.
+        if value is not None and not _FORMAT_RE.fullmatch(value):
             raise ValueError("data_format must be a plain word such as csvfilewithlabels")
         return value
 
@@ -113,6 +184,11 @@ class Provider(BaseModel):
         parts = urllib.parse.urlsplit(self.base_url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
         return parts.scheme, (parts.hostname or "").lower(), port
+
+    @property
+    def private_network_allowed(self) -> bool:
+        """Whether connections may go to non-public addresses (the opt-in, or the loopback http form)."""
+        return self.allow_private_network or self.base_url.startswith("http://")
 
 
 class Providers:
@@ -176,6 +252,6 @@ def load_providers(override: Path | None = None) -> Providers:
         try:
             providers[pid] = Provider(id=pid, **table)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'base_url'}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"SDMX provider {pid}: {problems}") from None
     return Providers(providers)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -52,6 +53,7 @@ from governed_evidence.sdmx.models import (
 )
 from governed_evidence.sdmx.providers import Provider, Providers, load_providers
 from governed_evidence.sdmx.structure import (
+    MAX_CODES,
     Constraint,
     Dataflow,
     DataStructure,
@@ -74,18 +76,23 @@ from governed_evidence.sdmx.validate import (
     MAX_SEARCH_LIMIT,
     DatasetRef,
     parse_dataset_ref,
+    provider_dataset_ref,
     validate_key,
     validate_periods,
 )
-from governed_evidence.sdmx.xml import parse as parse_xml
 
 __all__ = ["MAX_CODES_LIMIT", "MAX_ROWS_LIMIT", "MAX_SEARCH_LIMIT", "SdmxService"]
 
 log = get_logger("sdmx")
 T = TypeVar("T")
 
-#: Parsed structures kept in memory (keyed by body hash).
+#: Parsed structures kept in memory (keyed by body hash), by count and by the items they
+#: hold together: one message may hold up to MAX_CODES, sixteen such must not pile up.
 _STRUCTURE_MEMO = 16
+_STRUCTURE_MEMO_ITEMS = MAX_CODES
+#: What an SDMX error code or a unit multiplier may look like when repeated to a caller.
+_ERROR_CODE_RE = re.compile(r"[0-9]{1,4}")
+_UNIT_MULT_RE = re.compile(r"[0-9]{1,2}")
 _NO_RESULTS_MARKERS = (b"noresultsfound", b"no results found", b"norecordsfound", b"no records found")
 _FORMAT_NAMES: dict[Format, str] = {
     "csv": "sdmx-csv",
@@ -142,8 +149,8 @@ def is_no_results(response: HttpResponse) -> bool:
     head = response.body[:4096].lower()
     if mt.endswith("xml"):
         try:
-            return "100" in error_codes(parse_xml(response.body))
-        except UnusableResponseError:
+            return "100" in error_codes(response.body)
+        except StatisticsError:
             return False
     return any(marker in head for marker in _NO_RESULTS_MARKERS)
 
@@ -243,9 +250,10 @@ class SdmxService:
             codes = ""
             if media_type(response.content_type).endswith("xml"):
                 try:
-                    found = [c for c in error_codes(parse_xml(response.body)) if c.isdigit()]
+                    # Provider text: repeated only when it is a short code in ASCII digits.
+                    found = [c for c in error_codes(response.body) if _ERROR_CODE_RE.fullmatch(c)]
                     codes = f", SDMX error {found[0]}" if found else ""
-                except UnusableResponseError:
+                except StatisticsError:
                     codes = ""
             raise InvalidRequestError(
                 f"provider {provider.id} rejected the request (HTTP {status}{codes}); check the dataset reference "
@@ -321,7 +329,10 @@ class SdmxService:
         message = parse_structure(entry.body)
         with self._lock:
             self._structures[key] = message
-            while len(self._structures) > _STRUCTURE_MEMO:
+            while len(self._structures) > 1 and (
+                len(self._structures) > _STRUCTURE_MEMO
+                or sum(m.size for m in self._structures.values()) > _STRUCTURE_MEMO_ITEMS
+            ):
                 self._structures.popitem(last=False)
         return message
 
@@ -350,7 +361,7 @@ class SdmxService:
         if fmt == "text" and any(m in entry.body[:4096].lower() for m in _NO_RESULTS_MARKERS):
             return DataTable([], [], 0, {}, set()), None
         if fmt == "error":
-            if "100" in error_codes(parse_xml(entry.body)):
+            if "100" in error_codes(entry.body):
                 return DataTable([], [], 0, {}, set()), None
             raise UnusableResponseError("the provider answered with an SDMX error message")
         return parse_data(fmt, entry.body, keep=keep, max_rows=self.max_rows_parsed), fmt
@@ -370,7 +381,14 @@ class SdmxService:
         for row in index.rows:
             if row.dataset_id.upper() == ref.id.upper():
                 version = row.version if ref.version == "latest" else ref.version
-                return DatasetRef(row.agency, row.dataset_id, version)
+                # The catalogue is provider text: its parts go into URLs only if a caller
+                # could have sent them (no "..", no slash), whatever the cache holds.
+                resolved = provider_dataset_ref(row.agency, row.dataset_id, version)
+                if resolved is None:
+                    raise UnusableResponseError(
+                        f"the {provider.id} catalogue names this dataset with identifiers this server does not accept"
+                    )
+                return resolved
         raise NotFoundError(
             f"no dataset {ref.id!r} in the {provider.id} catalogue; use search_datasets to find a dataset reference"
         )
@@ -532,7 +550,7 @@ class SdmxService:
                 f"max_rows (up to {MAX_ROWS_LIMIT})."
             )
         unit_mult = table.constant.get("UNIT_MULT")
-        if unit_mult and unit_mult.isdigit() and unit_mult != "0":
+        if unit_mult and _UNIT_MULT_RE.fullmatch(unit_mult) and unit_mult != "0":
             hints.append(f"UNIT_MULT={unit_mult}: values are in units of 10^{unit_mult}.")
         return DataResponse(
             provider=p.id,

@@ -4,15 +4,34 @@ Only what describing a dataset needs is kept. Dimensions are returned in key ord
 ``position``), the time dimension separately. References are resolved the way providers
 use them: exact agency/id/version first, then the same id in any version (Eurostat sends
 two versions of GEO in one message; the DSD names the one it uses).
+
+The message is streamed (:func:`governed_evidence.sdmx.xml.stream`): each dataflow, data
+structure, constraint, code and concept is built alone, read, and let go, so memory
+follows what is kept. What is kept is bounded too: :data:`MAX_CODES` counts every code,
+concept, artefact, component and constraint value together.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from xml.etree.ElementTree import Element
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
-from governed_evidence.sdmx.xml import COM, MES, STR, children, first, local, localised, namespace, parse, plain_text
+from governed_evidence.sdmx.xml import (
+    COM,
+    MES,
+    STR,
+    XML_LANG,
+    children,
+    clean,
+    first,
+    local,
+    localised,
+    localised_text,
+    plain_text,
+    stream,
+)
 
 __all__ = [
     "Codelist",
@@ -26,8 +45,27 @@ __all__ = [
     "parse_structure",
 ]
 
-#: Codes kept across all codelists of one message (Eurostat's GEO alone has thousands).
+#: Items kept from one message: codes across all codelists (Eurostat's GEO alone has
+#: thousands), concepts, dataflows, structures, their components and constraint values.
 MAX_CODES = 300_000
+_POSITION_RE = re.compile(r"[0-9]{1,6}")
+_STRUCTURE = f"{{{MES}}}Structure"
+_STRUCTURES = f"{{{MES}}}Structures"
+_ERROR_MESSAGE = f"{{{MES}}}ErrorMessage"
+_CODELIST = f"{{{STR}}}Codelist"
+_NAME = f"{{{COM}}}Name"
+_CONCEPT_SCHEME = f"{{{STR}}}ConceptScheme"
+#: Artefact → the group it is listed in (matched by local name, as providers vary).
+_ARTEFACTS = {
+    f"{{{STR}}}Dataflow": "Dataflows",
+    f"{{{STR}}}DataStructure": "DataStructures",
+    f"{{{STR}}}ContentConstraint": "Constraints",
+}
+#: Inside a codelist or concept scheme, each item (and the scheme's own name) is a unit.
+_ITEMS = {
+    _CODELIST: frozenset({f"{{{STR}}}Code", _NAME}),
+    _CONCEPT_SCHEME: frozenset({f"{{{STR}}}Concept"}),
+}
 
 
 @dataclass(frozen=True)
@@ -112,6 +150,8 @@ class StructureMessage:
     #: (scheme id, concept id) → name, plus ("", concept id) for lookups without a scheme.
     concepts: dict[tuple[str, str], str] = field(default_factory=dict)
     constraints: list[Constraint] = field(default_factory=list)
+    #: Items kept (see :data:`MAX_CODES`): what a memo of parsed messages weighs them by.
+    size: int = 0
 
     def dataflow(self, flow_id: str, agency: str | None = None) -> Dataflow | None:
         matches = [d for d in self.dataflows if d.id.upper() == flow_id.upper()]
@@ -196,7 +236,8 @@ def _component(element: Element) -> Component:
     enumeration = first(representation, STR, "Enumeration") if representation is not None else None
     return Component(
         id=element.get("id", ""),
-        position=int(position) if position and position.isdigit() else None,
+        # ASCII digits only: str.isdigit() accepts "²", which int() then rejects.
+        position=int(position) if position and _POSITION_RE.fullmatch(position) else None,
         concept=_ref(first(element, STR, "ConceptIdentity")),
         codelist=_ref(enumeration),
     )
@@ -274,15 +315,49 @@ def _dataflow(element: Element) -> Dataflow:
         id=element.get("id", ""),
         version=element.get("version", ""),
         name=localised(element),
-        description=plain_text(localised(element, "Description")),
+        description=plain_text(localised_text(element, "Description")),
         structure=_ref(first(element, STR, "Structure")),
         annotations=_annotations(element),
     )
 
 
-def error_codes(root: Element) -> list[str]:
-    """Codes of an SDMX-ML ``Error`` message (e.g. 100 = no results)."""
-    return [e.get("code", "") for e in root.iter(f"{{{MES}}}ErrorMessage")]
+def error_codes(body: bytes) -> list[str]:
+    """Codes of an SDMX-ML ``Error`` message (e.g. 100 = no results); the first few, streamed.
+
+    Raises
+    ------
+    UnusableResponseError
+        Unsafe or malformed XML.
+    """
+    codes: list[str] = []
+    for kind, tag, attrib, _element in stream(body, watch=lambda tag: tag == _ERROR_MESSAGE):
+        if kind == "start" and tag == _ERROR_MESSAGE:
+            codes.append(attrib.get("code", ""))
+            if len(codes) >= 10:
+                break
+    return codes
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.used = 0
+
+    def take(self, count: int) -> None:
+        self.used += count
+        if self.used > MAX_CODES:
+            raise ResponseTooLargeError("the structure lists more codes than this server reads")
+
+
+def _units(parent: str, tag: str) -> bool:
+    group = _ARTEFACTS.get(tag)
+    if group is not None:
+        return local(parent) == group
+    items = _ITEMS.get(parent)
+    return items is not None and tag in items
+
+
+def _watched(tag: str) -> bool:
+    return tag in _ITEMS or tag == _STRUCTURES
 
 
 def parse_structure(body: bytes) -> StructureMessage:
@@ -293,44 +368,75 @@ def parse_structure(body: bytes) -> StructureMessage:
     UnusableResponseError
         Not a structure message, unsafe, or malformed.
     ResponseTooLargeError
-        More than :data:`MAX_CODES` codes.
+        More than :data:`MAX_CODES` items.
     """
-    root = parse(body)
-    if local(root.tag) != "Structure" or namespace(root.tag) != MES:
-        raise UnusableResponseError(f"expected an SDMX-ML 2.1 structure message, got {local(root.tag)[:40]!r}")
-    structures = first(root, MES, "Structures")
     message = StructureMessage()
-    if structures is None:
-        return message
-    code_count = 0
-    for group in structures:
-        kind = local(group.tag)
-        if kind == "Dataflows":
-            message.dataflows += [_dataflow(e) for e in children(group, STR, "Dataflow")]
-        elif kind == "DataStructures":
-            message.structures += [_structure(e) for e in children(group, STR, "DataStructure")]
-        elif kind == "Codelists":
-            for cl in children(group, STR, "Codelist"):
-                codes = {c.get("id", ""): localised(c) for c in children(cl, STR, "Code")}
-                code_count += len(codes)
-                if code_count > MAX_CODES:
-                    raise ResponseTooLargeError("the structure lists more codes than this server reads")
+    budget = _Budget()
+    root_seen = False
+    #: The codelist or concept scheme being read: its tag, attributes, and items so far.
+    scheme: tuple[str, dict[str, str]] | None = None
+    codes: dict[str, str] = {}
+    scheme_name = ""
+    for kind, tag, attrib, element in stream(body, units=_units, watch=_watched):
+        if not root_seen:
+            root_seen = True
+            if kind != "start" or tag != _STRUCTURE:
+                # The root's name is provider text, so it is not repeated; an SDMX Error
+                # message is named in this package's words.
+                got = ", got an SDMX error message" if tag == f"{{{MES}}}Error" else ""
+                raise UnusableResponseError(f"expected an SDMX-ML 2.1 structure message{got}")
+            continue
+        if kind == "start" and tag in _ITEMS:
+            scheme, codes, scheme_name = (tag, attrib), {}, ""
+        elif kind == "end" and tag in _ITEMS and scheme is not None:
+            if tag == _CODELIST:
+                budget.take(1)
                 message.codelists.append(
                     Codelist(
-                        agency=cl.get("agencyID", ""),
-                        id=cl.get("id", ""),
-                        version=cl.get("version", ""),
-                        name=localised(cl),
+                        agency=scheme[1].get("agencyID", ""),
+                        id=scheme[1].get("id", ""),
+                        version=scheme[1].get("version", ""),
+                        name=scheme_name,
                         codes=codes,
-                        partial=cl.get("isPartial", "false").lower() == "true",
+                        partial=scheme[1].get("isPartial", "false").lower() == "true",
                     )
                 )
-        elif kind == "Concepts":
-            for scheme in children(group, STR, "ConceptScheme"):
-                for concept in children(scheme, STR, "Concept"):
-                    cid, name = concept.get("id", ""), localised(concept)
-                    message.concepts[(scheme.get("id", ""), cid)] = name
-                    message.concepts.setdefault(("", cid), name)
-        elif kind == "Constraints":
-            message.constraints += [_constraint(e) for e in children(group, STR, "ContentConstraint")]
+            scheme = None
+        elif element is not None:
+            _add(message, budget, tag, element, scheme, codes)
+            # A scheme's name in English where it has one, else its first name.
+            if tag == _NAME and (not scheme_name or element.get(XML_LANG) == "en"):
+                scheme_name = clean(element.text or "")
+    message.size = budget.used
     return message
+
+
+def _add(
+    message: StructureMessage,
+    budget: _Budget,
+    tag: str,
+    element: Element,
+    scheme: tuple[str, dict[str, str]] | None,
+    codes: dict[str, str],
+) -> None:
+    name = local(tag)
+    if name == "Dataflow":
+        flow = _dataflow(element)
+        budget.take(1 + len(flow.annotations))
+        message.dataflows.append(flow)
+    elif name == "DataStructure":
+        dsd = _structure(element)
+        budget.take(1 + len(dsd.dimensions) + len(dsd.attributes))
+        message.structures.append(dsd)
+    elif name == "ContentConstraint":
+        constraint = _constraint(element)
+        budget.take(1 + len(constraint.attached) + sum(len(v) for v in constraint.key_values.values()))
+        message.constraints.append(constraint)
+    elif name == "Code" and scheme is not None:
+        budget.take(1)
+        codes[element.get("id", "")] = localised(element)
+    elif name == "Concept" and scheme is not None:
+        budget.take(1)
+        cid, label = element.get("id", ""), localised(element)
+        message.concepts[(scheme[1].get("id", ""), cid)] = label
+        message.concepts.setdefault(("", cid), label)

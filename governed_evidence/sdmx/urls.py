@@ -1,17 +1,19 @@
 """SDMX 2.1 REST URLs, built as strings from validated parts (and tested as strings).
 
 Every function takes a :class:`Provider` (the only source of a host) and identifiers that
-already passed :mod:`governed_evidence.sdmx.validate`; quoting here is a second fence, not
-the first. Query parameters are sorted so one request always has one spelling, which is
-also its cache key.
+already passed :mod:`governed_evidence.sdmx.validate`; the segment check and quoting here
+are a second fence, not the first. Query parameters are sorted so one request always has
+one spelling, which is also its cache key.
 """
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import Literal
 
+from governed_evidence.errors import UnusableResponseError
 from governed_evidence.sdmx.providers import Provider
 from governed_evidence.sdmx.validate import DatasetRef
 
@@ -52,8 +54,20 @@ class SdmxRequest:
         return "data" if self.kind == "data" else "structure"
 
 
+#: A path segment made only of what validated identifiers and keys contain.
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9@$\-_.+,]+")
+
+
+def _checked(value: str) -> str:
+    # Dots alone would move the request up the provider's path (``..``) or nowhere (``.``),
+    # and an empty part changes which resource is named.
+    if value in (".", "..") or not _SEGMENT_RE.fullmatch(value):
+        raise UnusableResponseError("a dataset reference part is not a valid SDMX identifier; no request was sent")
+    return value
+
+
 def _seg(value: str) -> str:
-    return urllib.parse.quote(value, safe=_SAFE)
+    return urllib.parse.quote(_checked(value), safe=_SAFE)
 
 
 def _url(provider: Provider, *segments: str, params: dict[str, str | None] | None = None) -> str:
@@ -71,8 +85,8 @@ def _agency(provider: Provider, ref: DatasetRef) -> str:
 def flow_ref(provider: Provider, ref: DatasetRef) -> str:
     """The flow as the data path names it: ``AGENCY,ID,VERSION`` or, where the provider wants it, the id."""
     if provider.data_flow_ref == "id":
-        return ref.id
-    return f"{_agency(provider, ref)},{ref.id},{ref.version}"
+        return _checked(ref.id)
+    return ",".join(_checked(part) for part in (_agency(provider, ref), ref.id, ref.version))
 
 
 def catalogue_request(provider: Provider) -> SdmxRequest:
@@ -106,5 +120,8 @@ def data_request(
         "endPeriod": end_period,
         "format": provider.data_format,
     }
-    url = _url(provider, "data", flow_ref(provider, ref), key, params=params)
+    # A key of two or three empty positions ("." or "..") selects everything, as "all"
+    # does; sent as is it would be a dot segment that moves the request up the path.
+    path_key = "all" if key in (".", "..") else key
+    url = _url(provider, "data", flow_ref(provider, ref), path_key, params=params)
     return SdmxRequest(provider.id, "data", url, provider.data_accept)

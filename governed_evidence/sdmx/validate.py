@@ -1,8 +1,16 @@
 """Narrow patterns for everything a caller can put into an SDMX request.
 
 Nothing a caller supplies reaches a URL without passing one of these checks first, so a
-URL can only ever contain letters, digits and ``_ @ $ - . + ,``. The patterns are
-exported so the MCP input schemas publish the same limits the service enforces.
+URL can only ever contain letters, digits and ``_ @ $ - . + ,``. Identifiers a provider
+supplies (a catalogue's agency, id and version) pass the same checks before they are put
+into a URL (:func:`provider_dataset_ref`). The patterns are exported so the MCP input
+schemas publish the same limits the service enforces.
+
+Every pattern is compiled with ``re.ASCII``: in a Python ``str`` pattern ``\\d`` would also
+match Arabic-Indic, fullwidth and other decimal digits, which are not SDMX digits (and
+``str.isdigit`` accepts even more, such as superscripts). The published patterns keep
+``\\d``, which JSON Schema (ECMA-262) already reads as ``[0-9]``, so the frozen MCP schemas
+and the server mean the same thing.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ __all__ = [
     "DatasetRef",
     "is_agency",
     "parse_dataset_ref",
+    "provider_dataset_ref",
     "validate_key",
     "validate_period",
     "validate_periods",
@@ -61,13 +70,14 @@ MAX_KEY_POSITIONS = 40
 MAX_CODE_CHARS = 60
 MAX_CODES_PER_POSITION = 200
 
-_PROVIDER_RE = re.compile(PROVIDER_PATTERN)
-_DATASET_RE = re.compile(DATASET_PATTERN)
-_KEY_RE = re.compile(KEY_PATTERN)
-_PERIOD_RE = re.compile(PERIOD_PATTERN)
-_AGENCY_RE = re.compile(rf"^{_AGENCY}$")
-_VERSION_RE = re.compile(rf"^{_VERSION}$")
-_PRINTED_RE = re.compile(rf"^(?P<agency>{_AGENCY}):(?P<id>{_ID})(?:\((?P<version>{_VERSION})\))?$")
+# re.ASCII: digits are 0-9 only (see the module docstring).
+_PROVIDER_RE = re.compile(PROVIDER_PATTERN, re.ASCII)
+_DATASET_RE = re.compile(DATASET_PATTERN, re.ASCII)
+_KEY_RE = re.compile(KEY_PATTERN, re.ASCII)
+_PERIOD_RE = re.compile(PERIOD_PATTERN, re.ASCII)
+_AGENCY_RE = re.compile(rf"^{_AGENCY}$", re.ASCII)
+_VERSION_RE = re.compile(rf"^{_VERSION}$", re.ASCII)
+_PRINTED_RE = re.compile(rf"^(?P<agency>{_AGENCY}):(?P<id>{_ID})(?:\((?P<version>{_VERSION})\))?$", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,21 @@ def parse_dataset_ref(value: str) -> DatasetRef:
             return DatasetRef(None, parts[0], parts[1] or "latest")
         return DatasetRef(parts[0], parts[1])
     return DatasetRef(parts[0], parts[1], parts[2] or "latest")
+
+
+def provider_dataset_ref(agency: str, dataset_id: str, version: str) -> DatasetRef | None:
+    """A provider's ``agency``, ``id`` and ``version`` as a reference, if a caller could have sent them.
+
+    None when any part fails the caller's rules (``..``, a slash, an empty part, non-ASCII
+    digits, ...): such a value must never be put into a URL.
+    """
+    ref = DatasetRef(agency, dataset_id, version)
+    try:
+        parsed = parse_dataset_ref(ref.text)
+    except InvalidRequestError:
+        return None
+    # ``text`` drops empty parts and the parser fills defaults, so compare part by part.
+    return ref if parsed == ref else None
 
 
 def validate_key(value: str) -> str:

@@ -7,6 +7,11 @@ from the future and a corrupted cache header. What only a socket can do, or what
 covered, is here: header and body drips, stalls, resets, truncated bodies, wrong content
 types, plain-text and HTML 404 pages, a huge codelist, a ledger surviving a real process
 restart, and more kinds of ledger damage. Every fault must give a bounded, clear answer.
+
+Memory is shown bounded where it matters most, in a subprocess under an address-space limit
+(``RLIMIT_AS``): gzip bombs of one and two layers served over a socket, and hostile XML and
+CSV shapes (tiny elements, deep nesting, one huge tag, distinct names, wide rows) given to
+every reader. A MemoryError there, or the process being killed, fails the test.
 """
 
 from __future__ import annotations
@@ -536,7 +541,7 @@ def test_a_damaged_statistics_schema_in_the_index_does_not_stop_the_server(tmp_p
     documents serving and the statistics tools refusing, not crash the server at start-up."""
     from governed_evidence.config import Classification
     from governed_evidence.ingest.pipeline import ingest_corpus
-    from governed_evidence.mcp.app import combined_status
+    from governed_evidence.mcp.status import combined_status
     from governed_evidence.search.service import SearchService
     from tests.helpers import HashEmbedder, small_corpus
 
@@ -561,3 +566,142 @@ def test_a_damaged_statistics_schema_in_the_index_does_not_stop_the_server(tmp_p
         documents.reader.close()
     assert upstream.requests == []
     figures.add("sdmx faults: ledger damages failing closed", 1)
+
+
+# -- memory: decompression and parsing under an address-space limit ------------------------
+
+BOMB_FETCH = """
+    from pathlib import Path
+    from governed_evidence.config import Settings
+    from governed_evidence.errors import StatisticsError
+    from governed_evidence.sdmx.service import SdmxService
+
+    work, headroom = Path(sys.argv[1]), int(sys.argv[2])
+    settings = Settings(
+        db=work / "no-index.sqlite", sdmx_cache_path=work / "cache.sqlite", sdmx_providers=work / "providers.toml",
+        sdmx_max_retries=0, sdmx_timeout_s=20,
+    )
+    service = SdmxService.from_settings(settings)
+    service.status()  # the cache file is open before the limit applies
+    for provider in sys.argv[3:]:
+        limit_address_space(headroom)
+        try:
+            service.search_datasets("prices", provider=provider)
+            outcome = "served"
+        except StatisticsError as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+        except MemoryError:
+            outcome = "MemoryError"
+        finally:
+            unlimit_address_space()
+        print(f"{provider} | {outcome}", flush=True)
+    service.close()
+"""
+#: Address space a fetch may add: a few hundred MB above the interpreter's baseline.
+BOMB_HEADROOM = 256 * 1024 * 1024
+
+
+def _two_encoding_lines(body: bytes) -> Behaviour:
+    def behave(conn: socket.socket) -> None:
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: {STRUCTURE_CT}\r\nContent-Encoding: gzip\r\nContent-Encoding: gzip\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        conn.sendall(head.encode() + body)
+
+    return behave
+
+
+def test_gzip_bombs_leave_memory_bounded(tmp_path: Path, upstream: Upstream) -> None:
+    """A two-layer gzip of 8 GiB is a few KB on the wire; a one-layer one of 4 GiB, 4 MB."""
+    from tests.sdmx.helpers import gzip_bomb, run_bounded
+
+    double = gzip_bomb(8 << 30, layers=2)
+    single = gzip_bomb(4 << 30)
+    assert len(double) < 20_000
+    upstream.routes["/double/"] = respond(200, STRUCTURE_CT, double, **{"Content-Encoding": "gzip, gzip"})
+    upstream.routes["/twice/"] = _two_encoding_lines(double)
+    upstream.routes["/single/"] = respond(200, STRUCTURE_CT, single, **{"Content-Encoding": "gzip"})
+    upstream.routes["/brotli/"] = respond(200, STRUCTURE_CT, double, **{"Content-Encoding": "br"})
+    base = f"http://127.0.0.1:{upstream.port}"
+    (tmp_path / "providers.toml").write_text(
+        "".join(
+            f'[providers.{name.upper()}]\nbase_url = "{base}/{name}"\n'
+            for name in ("double", "twice", "single", "brotli")
+        )
+    )
+    out = run_bounded(BOMB_FETCH, str(tmp_path), str(BOMB_HEADROOM), "DOUBLE", "TWICE", "SINGLE", "BROTLI")
+    assert out.returncode == 0, out.stderr[-3000:]
+    outcomes = dict(line.split(" | ", 1) for line in out.stdout.splitlines())
+    assert set(outcomes) == {"DOUBLE", "TWICE", "SINGLE", "BROTLI"}, out.stdout
+    for provider in ("DOUBLE", "TWICE"):
+        assert outcomes[provider].startswith("UnusableResponseError:"), outcomes
+        assert "more than one content-coding" in outcomes[provider]
+    assert outcomes["BROTLI"].startswith("UnusableResponseError:") and "content-coding" in outcomes["BROTLI"]
+    assert outcomes["SINGLE"].startswith("ResponseTooLargeError:") and "limit of 64 MiB" in outcomes["SINGLE"]
+    assert {p.split("/")[1] for p in upstream.requests} == {"double", "twice", "single", "brotli"}
+    figures.add("sdmx faults: injected over sockets", 4)
+    figures.add("sdmx faults: decompression bombs under an address-space limit", 4)
+
+
+HOSTILE_PARSE = """
+    import gc
+    from governed_evidence.errors import StatisticsError
+    from governed_evidence.sdmx.catalogue import parse_catalogue
+    from governed_evidence.sdmx.data import parse_data
+    from governed_evidence.sdmx.structure import parse_structure
+    from tests.sdmx.helpers import HOSTILE_CSV_SHAPES, HOSTILE_XML_SHAPES, hostile_csv, hostile_xml
+
+    size, headroom = int(sys.argv[1]), int(sys.argv[2])
+    READERS = {
+        "catalogue": parse_catalogue,
+        "structure": parse_structure,
+        "generic": lambda body: parse_data("generic", body, keep=200, max_rows=200_000),
+        "structurespecific": lambda body: parse_data("structurespecific", body, keep=200, max_rows=200_000),
+        "csv": lambda body: parse_data("csv", body, keep=200, max_rows=200_000),
+    }
+    cases = [(r, s) for r in READERS if r != "csv" for s in HOSTILE_XML_SHAPES]
+    cases += [("csv", s) for s in HOSTILE_CSV_SHAPES]
+    # Whatever a first parse imports or compiles is in the baseline, not in the headroom.
+    for reader, shape in cases:
+        try:
+            READERS[reader](hostile_csv(shape, 4096) if reader == "csv" else hostile_xml(reader, shape, 4096))
+        except StatisticsError:
+            pass
+    for reader, shape in cases:
+        body = hostile_csv(shape, size) if reader == "csv" else hostile_xml(reader, shape, size)
+        gc.collect()
+        limit_address_space(headroom)
+        try:
+            READERS[reader](body)
+            outcome = "parsed"
+        except StatisticsError as exc:
+            outcome = type(exc).__name__
+        except MemoryError:
+            outcome = "MemoryError"
+        finally:
+            unlimit_address_space()
+        del body
+        print(f"{reader} {shape} | {outcome}", flush=True)
+"""
+#: Size of each hostile body, and the address space its parse may add on top of holding it.
+HOSTILE_SIZE = 4 * 1024 * 1024
+PARSE_HEADROOM = 4 * HOSTILE_SIZE + 32 * 1024 * 1024
+
+
+def test_hostile_bodies_parse_in_memory_bounded_by_their_size() -> None:
+    """Tiny elements, deep nesting, one huge tag, distinct names, many small items, wide CSV:
+    each reader answers (parsed or refused) within a small multiple of the body's size."""
+    from tests.sdmx.helpers import HOSTILE_CSV_SHAPES, HOSTILE_XML_SHAPES, run_bounded
+
+    out = run_bounded(HOSTILE_PARSE, str(HOSTILE_SIZE), str(PARSE_HEADROOM), timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    outcomes = dict(line.split(" | ", 1) for line in out.stdout.splitlines())
+    assert len(outcomes) == 4 * len(HOSTILE_XML_SHAPES) + len(HOSTILE_CSV_SHAPES), out.stdout
+    bad = {
+        case: outcome
+        for case, outcome in outcomes.items()
+        if outcome not in ("parsed", "ResponseTooLargeError", "UnusableResponseError")
+    }
+    assert bad == {}, out.stdout
+    figures.add("sdmx faults: hostile bodies parsed under an address-space limit", len(outcomes))

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
 import xml.etree.ElementTree as ET
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,7 +78,7 @@ class Route:
     status: int = 200
     body: bytes = b""
     content_type: str = STRUCTURE_CT
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str | bytes] = field(default_factory=dict)
 
 
 class FakeProviders:
@@ -84,7 +90,9 @@ class FakeProviders:
         #: Responses to give before the routes apply, one per request (for retry tests).
         self.queue: list[httpx.Response] = []
 
-    def add(self, match: str, body: bytes, content_type: str = STRUCTURE_CT, status: int = 200, **headers: str) -> None:
+    def add(
+        self, match: str, body: bytes, content_type: str = STRUCTURE_CT, status: int = 200, **headers: str | bytes
+    ) -> None:
         self.routes.insert(0, Route(match, status, body, content_type, dict(headers)))
 
     def urls(self) -> list[str]:
@@ -123,3 +131,153 @@ class FakeClock:
         # Waiting moves the clock, as it would in production.
         self.sleeps.append(seconds)
         self.now += seconds
+
+
+# -- hostile bodies and a memory-bounded subprocess ------------------------------------------
+
+GENERIC_NS = "http://www.sdmx.org/resources/sdmxml/schemas/v2_1/data/generic"
+COM = "http://www.sdmx.org/resources/sdmxml/schemas/v2_1/common"
+
+#: reader -> (document start, a unit's start tag, its end tag, document end)
+_CONTAINERS: dict[str, tuple[bytes, bytes, bytes, bytes]] = {
+    "catalogue": (
+        f'<m:Structure xmlns:m="{MES}" xmlns:s="{STR}" xmlns:c="{COM}"><m:Header/><m:Structures><s:Dataflows>'.encode(),
+        b'<s:Dataflow id="D" agencyID="A" version="1.0">',
+        b"</s:Dataflow>",
+        b"</s:Dataflows></m:Structures></m:Structure>",
+    ),
+    "structure": (
+        f'<m:Structure xmlns:m="{MES}" xmlns:s="{STR}" xmlns:c="{COM}"><m:Header/><m:Structures><s:Codelists>'
+        '<s:Codelist id="CL" agencyID="A" version="1.0">'.encode(),
+        b'<s:Code id="C">',
+        b"</s:Code>",
+        b"</s:Codelist></s:Codelists></m:Structures></m:Structure>",
+    ),
+    "generic": (
+        f'<m:GenericData xmlns:m="{MES}" xmlns:g="{GENERIC_NS}"><m:Header/><m:DataSet><g:Series>'.encode(),
+        b'<g:Obs><g:ObsDimension value="2020"/>',
+        b"</g:Obs>",
+        b"</g:Series></m:DataSet></m:GenericData>",
+    ),
+    "structurespecific": (
+        f'<m:StructureSpecificData xmlns:m="{MES}"><m:Header/><m:DataSet><Series A="1">'.encode(),
+        b'<Obs TIME_PERIOD="2020" OBS_VALUE="1">',
+        b"</Obs>",
+        b"</Series></m:DataSet></m:StructureSpecificData>",
+    ),
+}
+#: Shapes that turn few bytes into many parser objects.
+HOSTILE_XML_SHAPES = ("flat", "in-unit", "deep", "one-tag", "names", "items")
+HOSTILE_CSV_SHAPES = ("wide-header", "wide-row", "long-line")
+
+
+def _repeat(make: bytes, room: int) -> bytes:
+    """``make % i`` for i = 0, 1, ... until ``room`` bytes are filled."""
+    parts: list[bytes] = []
+    used = 0
+    i = 0
+    while used < room:
+        part = make % i
+        parts.append(part)
+        used += len(part)
+        i += 1
+    return b"".join(parts)
+
+
+def hostile_xml(reader: str, shape: str, size: int) -> bytes:
+    """About ``size`` bytes of well-formed SDMX-ML for ``reader`` that is cheap on the wire, dear in memory."""
+    head, open_unit, close_unit, tail = _CONTAINERS[reader]
+    room = size - len(head) - len(tail) - len(open_unit) - len(close_unit)
+    if shape == "flat":  # many tiny elements beside the units
+        middle = b"<x/>" * (room // 4)
+    elif shape == "in-unit":  # many tiny elements inside one unit
+        middle = open_unit + b"<x/>" * (room // 4) + close_unit
+    elif shape == "deep":
+        depth = room // 7
+        middle = b"<x>" * depth + b"</x>" * depth
+    elif shape == "one-tag":  # one start tag with distinct attributes
+        middle = b"<x" + _repeat(b' a%x=""', room) + b"/>"
+    elif shape == "names":  # distinct element names
+        middle = _repeat(b"<a%x/>", room)
+    elif shape == "items":  # the smallest units the reader keeps something of
+        unit = {
+            "catalogue": b'<s:Dataflow id="D%x"/>',
+            "structure": b'<s:Code id="C%x"/>',
+            "generic": b'<g:Obs><g:ObsDimension value="%x"/></g:Obs>',
+            "structurespecific": b'<Obs TIME_PERIOD="%x"/>',
+        }[reader]
+        middle = _repeat(unit, room)
+    else:
+        raise ValueError(shape)
+    return head + middle + tail
+
+
+def hostile_csv(shape: str, size: int) -> bytes:
+    """About ``size`` bytes of SDMX-CSV that costs many objects per byte."""
+    header = b"DATAFLOW,REF_AREA,TIME_PERIOD,OBS_VALUE\n"
+    if shape == "wide-header":
+        return b"DATAFLOW,OBS_VALUE" + b",X" * ((size - 20) // 2) + b"\n"
+    if shape == "wide-row":
+        return header + b"," * (size - len(header)) + b"\n"
+    if shape == "long-line":  # a quoted field spanning most of the body
+        return header + b'A,"' + b"x" * (size - len(header) - 10) + b'",2020,1\n'
+    raise ValueError(shape)
+
+
+#: Prepended to scripts run by :func:`run_bounded`.
+BOUNDED_PREAMBLE = '''
+import gc
+import resource
+import sys
+
+_UNLIMITED = resource.getrlimit(resource.RLIMIT_AS)
+
+
+def address_space() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+
+
+def limit_address_space(headroom: int) -> None:
+    """From now on this process may grow by ``headroom`` bytes of address space, no more."""
+    resource.setrlimit(resource.RLIMIT_AS, (address_space() + headroom, _UNLIMITED[1]))
+
+
+def unlimit_address_space() -> None:
+    # After a MemoryError the failed parse's garbage may still be in reference cycles.
+    try:
+        gc.collect()
+    except MemoryError:
+        pass
+    resource.setrlimit(resource.RLIMIT_AS, _UNLIMITED)
+'''
+
+
+def run_bounded(script: str, *args: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` (which calls ``limit_address_space``) in a fresh interpreter from the repository."""
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("needs /proc/self/status to measure the address space")
+    return subprocess.run(
+        [sys.executable, "-c", BOUNDED_PREAMBLE + textwrap.dedent(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def gzip_bomb(expanded: int, layers: int = 1) -> bytes:
+    """Gzip of ``expanded`` zero bytes (any size, built without holding them), wrapped ``layers`` times.
+
+    The innermost stream is repeated full-flush blocks without a trailer: a reader that
+    honours its cap never gets that far, and one that does not runs out of memory first.
+    """
+    block = b"\0" * (1 << 20)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    first = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    again = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    body = first + again * max(0, expanded // len(block) - 1)
+    for _ in range(layers - 1):
+        body = gzip.compress(body, 9)
+    return body

@@ -248,3 +248,61 @@ def test_an_unusable_answer_never_replaces_a_good_copy(
     assert stale.stale and "could not be used" in stale.hints[0]
     entry = service.cache.get(catalogue_request(OECD))
     assert entry is not None and entry.body == G20
+
+
+@pytest.mark.parametrize("retry_after", ["9" * 400, "1" * 5000, "²", "٣", "１２"])
+def test_an_unreadable_retry_after_still_serves_the_stale_copy(
+    make_service: ServiceFactory, fake: FakeProviders, clock: FakeClock, retry_after: str
+) -> None:
+    _oecd_catalogue(fake)
+    service = make_service(sdmx_ttl_catalogue_s=3600)
+    original = service.search_datasets("prices")
+    clock.advance(7200)
+    fake.add("/dataflow/all/all/latest", b"busy", "text/plain", status=503, **{"retry-after": retry_after.encode()})
+    stale = service.search_datasets("prices")
+    assert (stale.from_cache, stale.stale, stale.stale_age_seconds) == (True, True, 7200)
+    assert stale.results == original.results
+    with pytest.raises(ProviderUnavailableError, match="HTTP 503"):
+        make_service(sdmx_cache_path=None).search_datasets("prices")
+
+
+def _sdmx_tables(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    conn = apsw.Connection(str(path))
+    try:
+        names = [str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {n: list(conn.execute(f"SELECT * FROM {n}")) for n in names if n.startswith("sdmx_")}
+    finally:
+        conn.close()
+
+
+def test_the_shared_cache_and_budget_hold_nothing_of_a_query(
+    tmp_path: Path, make_service: ServiceFactory, fake: FakeProviders
+) -> None:
+    """Servers of every ceiling on one index file share the statistics tables (public data and
+    request counts). A document search never touches them, and a statistics search stores
+    the provider's catalogue, never the words searched for."""
+    from governed_evidence.config import Classification
+    from governed_evidence.ingest.pipeline import ingest_corpus
+    from governed_evidence.search.service import SearchService
+    from tests.helpers import HashEmbedder, small_corpus
+
+    db = tmp_path / "index.sqlite"
+    embedder = HashEmbedder()
+    ingest_corpus(small_corpus(tmp_path / "corpus"), db, embedder, ceiling=Classification.RESTRICTED, progress=None)
+    _oecd_catalogue(fake)
+    statistics = make_service(db=db, sdmx_cache_path=None)
+    assert statistics.status().location == "index"
+    statistics.search_datasets("prices zanzibar-quokka")
+    before = _sdmx_tables(db)
+    status_before = statistics.status()
+    documents = SearchService(db, ceiling=Classification.RESTRICTED, embedder_factory=lambda: embedder)
+    try:
+        for query in ("restricted project quokka budget", "train fares", "zanzibar-quokka"):
+            documents.search(query, confidence_level="normal")
+    finally:
+        documents.reader.close()
+    assert _sdmx_tables(db) == before
+    assert statistics.status() == status_before
+    text = repr(before)
+    assert "quokka" not in text and "zanzibar" not in text
+    assert all("quokka" not in url for url in fake.urls())

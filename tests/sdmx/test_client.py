@@ -275,3 +275,244 @@ def test_a_real_loopback_provider_end_to_end(loopback: str, tmp_path: Path) -> N
 def test_zlib_is_available_for_deflate() -> None:
     # httpx decodes "deflate" with zlib; the client advertises it, so it must work here.
     assert zlib.decompress(zlib.compress(b"ok")) == b"ok"
+
+
+# -- content codings: one layer at most, and only the ones asked for -----------------------
+
+
+def _encoded(body: bytes, encoding: str) -> httpx.Response:
+    return httpx.Response(
+        200, headers={"content-type": STRUCTURE_CT, "content-encoding": encoding}, stream=httpx.ByteStream(body)
+    )
+
+
+_PAYLOAD = fixture("estat_lfsa_egai2d_dataflow.xml")
+
+
+@pytest.mark.parametrize(
+    ("encoding", "wire"),
+    [
+        ("gzip", gzip.compress(_PAYLOAD)),
+        ("x-gzip", gzip.compress(_PAYLOAD)),
+        ("GZIP", gzip.compress(_PAYLOAD)),
+        ("deflate", zlib.compress(_PAYLOAD)),
+        # Some servers send raw deflate without the zlib wrapper.
+        ("deflate", zlib.compress(_PAYLOAD, wbits=-15)),
+        ("identity", _PAYLOAD),
+        ("", _PAYLOAD),
+    ],
+)
+def test_one_content_coding_is_decoded(clock: FakeClock, encoding: str, wire: bytes) -> None:
+    script = Script(_encoded(wire, encoding))
+    response = _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+    assert response.body == _PAYLOAD
+
+
+@pytest.mark.parametrize("encoding", ["gzip, gzip", "gzip,deflate", "deflate, gzip", "gzip, identity, gzip"])
+def test_more_than_one_content_coding_is_refused(clock: FakeClock, encoding: str) -> None:
+    twice = gzip.compress(gzip.compress(_PAYLOAD))
+    script = Script(_encoded(twice, encoding))
+    with pytest.raises(UnusableResponseError, match="more than one content-coding"):
+        _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd", "compress", "x-compress", "gzip;q=1", "bogus"])
+def test_a_content_coding_not_asked_for_is_refused(clock: FakeClock, encoding: str) -> None:
+    script = Script(_encoded(_PAYLOAD, encoding))
+    with pytest.raises(UnusableResponseError, match="content-coding"):
+        _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+
+
+def test_data_after_the_compressed_body_is_refused(clock: FakeClock) -> None:
+    script = Script(_encoded(gzip.compress(_PAYLOAD) + gzip.compress(b"<more/>"), "gzip"))
+    with pytest.raises(UnusableResponseError, match="decompressed"):
+        _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+
+
+def test_a_truncated_compressed_body_is_refused(clock: FakeClock) -> None:
+    wire = gzip.compress(_PAYLOAD)
+    script = Script(_encoded(wire[: len(wire) // 2], "gzip"))
+    with pytest.raises(UnusableResponseError, match="decompressed"):
+        _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+
+
+def test_a_compressed_error_body_is_cut_at_its_limit(clock: FakeClock) -> None:
+    from tests.sdmx.helpers import gzip_bomb
+
+    script = Script(
+        httpx.Response(404, headers={"content-encoding": "gzip"}, stream=httpx.ByteStream(gzip_bomb(1 << 30)))
+    )
+    response = _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+    assert response.status == 404 and len(response.body) == 64 * 1024
+
+
+def test_a_non_ascii_content_length_is_not_a_crash(clock: FakeClock) -> None:
+    script = Script(
+        httpx.Response(200, headers={"content-type": STRUCTURE_CT, "content-length": "²".encode()}, content=b"<x/>")
+    )
+    response = _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+    assert response.body == b"<x/>"
+
+
+# -- Retry-After is read totally -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9" * 309,  # overflows a float
+        "9" * 5000,  # longer than int() reads
+        "²",  # a digit to str.isdigit, not to int()
+        "٣",  # an Arabic-Indic digit
+        "1²",
+        "１２",  # fullwidth
+        "-1",
+        "1e3",
+        "inf",
+        "nan",
+        "",
+        "Mon, 99 Foo 99999 99:99:99 GMT",
+        "Fri, 31 Dec 99999 23:59:59 GMT",
+        "Thu, 01 Jan 0001 00:00:00 GMT",
+        "Fri, ²1 Dec 2027 23:59:59 GMT",
+    ],
+)
+def test_parse_retry_after_never_raises(value: str) -> None:
+    wait = parse_retry_after(value, 1_750_000_000.0)
+    assert wait is None or 0 <= wait < 10**10
+
+
+def test_parse_retry_after_reads_plain_seconds_only() -> None:
+    assert parse_retry_after(" 30 ", 0) == 30
+    assert parse_retry_after("9" * 309, 0) is None
+    assert parse_retry_after("²", 0) is None
+    assert parse_retry_after("١٢", 0) is None
+
+
+# -- redirects stay under the provider's base ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "/admin",
+        "/public/other/dataflow/all/all/latest",
+        "/public/restricted/dataflow",  # shares the prefix's characters, not its path
+        "/public/rest/../../admin",
+        "/public/rest/%2e%2e/%2E%2E/admin",
+        "/public/rest/dataflow/%2e%2e%2f%2e%2e%2fadmin",
+        "/public/rest/dataflow\\..\\..\\admin",
+        "https://sdmx.oecd.org:8443/public/rest/dataflow/all/all/latest",
+        "http://sdmx.oecd.org/public/rest/dataflow/all/all/latest",
+        "//evil.example/public/rest/x",
+    ],
+)
+def test_redirects_outside_the_provider_base_are_refused(clock: FakeClock, location: str) -> None:
+    script = Script(httpx.Response(302, headers={"location": location}), OK)
+    with pytest.raises(UnusableResponseError, match="outside"):
+        _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=1024, before_attempt=lambda: None)
+    assert len(script.requests) == 1
+
+
+def test_a_relative_redirect_under_the_base_is_followed(clock: FakeClock) -> None:
+    script = Script(httpx.Response(302, headers={"location": "latest?detail=full"}), OK)
+    response = _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+    assert response.status == 200
+    assert str(script.requests[1].url) == "https://sdmx.oecd.org/public/rest/dataflow/all/all/latest?detail=full"
+
+
+def test_a_request_with_dot_segments_is_refused_before_it_is_sent(clock: FakeClock) -> None:
+    from governed_evidence.sdmx.urls import SdmxRequest
+
+    script = Script(OK)
+    sneaky = SdmxRequest("OECD", "structure", "https://sdmx.oecd.org/public/rest/dataflow/../../../admin", "x")
+    with pytest.raises(UnusableResponseError, match="outside provider OECD"):
+        _client(script, clock).fetch(OECD, sneaky, max_bytes=1024, before_attempt=lambda: None)
+    assert script.requests == []
+
+
+# -- a host name that resolves to a private address ------------------------------------------
+
+
+def test_a_name_resolving_to_a_private_address_is_not_connected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governed_evidence.sdmx import client as client_module
+
+    connected: list[str] = []
+
+    def resolve(host: str, port: object, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        return [(2, 1, 6, "", ("169.254.169.254", 443)), (2, 1, 6, "", ("93.184.215.14", 443))]
+
+    def connect(*args: object, **kwargs: object) -> object:
+        connected.append(str(args))
+        raise OSError("no connections in this test")
+
+    monkeypatch.setattr(client_module.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(client_module.socket, "create_connection", connect)
+    providers = tmp_path / "providers.toml"
+    providers.write_text('[providers.NAMED]\nbase_url = "https://stats.example.test/rest"\n')
+    named = load_providers(providers).get("NAMED")
+    client = SdmxClient(max_retries=0, sleep=lambda s: None)
+    try:
+        with pytest.raises(ProviderUnavailableError, match="private") as info:
+            client.fetch(named, catalogue_request(named), max_bytes=1024, before_attempt=lambda: None)
+    finally:
+        client.close()
+    assert "169.254" not in str(info.value)
+    assert connected == []
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"content-encoding": "br"},
+        {"content-encoding": "gzip, gzip"},
+        {"content-encoding": "gzip"},  # with a body that is not gzip
+    ],
+)
+def test_an_error_status_survives_a_body_it_cannot_decode(clock: FakeClock, broken: dict[str, str]) -> None:
+    script = Script(httpx.Response(503, headers=broken, stream=httpx.ByteStream(b"not compressed")), OK)
+    response = _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+    assert response.status == 200 and len(script.requests) == 2
+
+
+def test_an_empty_compressed_redirect_is_followed(clock: FakeClock) -> None:
+    redirect = httpx.Response(
+        302, headers={"location": "latest?detail=full", "content-encoding": "gzip"}, stream=httpx.ByteStream(b"")
+    )
+    script = Script(redirect, OK)
+    response = _client(script, clock).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+    assert response.status == 200 and len(script.requests) == 2
+
+
+ONE_CHUNK_BOMB = """
+    import httpx
+    from governed_evidence.errors import StatisticsError
+    from governed_evidence.sdmx.client import SdmxClient
+    from governed_evidence.sdmx.providers import load_providers
+    from governed_evidence.sdmx.urls import catalogue_request
+    from tests.sdmx.helpers import gzip_bomb
+
+    bomb = gzip_bomb(4 << 30)  # 4 GiB of zeros in about 4 MB, arriving as one chunk
+    answer = lambda request: httpx.Response(200, headers={"content-encoding": "gzip"}, stream=httpx.ByteStream(bomb))
+    client = SdmxClient(transport=httpx.MockTransport(answer), max_retries=0)
+    oecd = load_providers().get("OECD")
+    limit_address_space(int(sys.argv[1]))
+    try:
+        client.fetch(oecd, catalogue_request(oecd), max_bytes=64 << 20, before_attempt=lambda: None)
+        print("served")
+    except StatisticsError as exc:
+        print(type(exc).__name__)
+    except MemoryError:
+        print("MemoryError")
+"""
+
+
+def test_one_compressed_chunk_is_decoded_a_bounded_step_at_a_time() -> None:
+    """However much one received chunk expands to, decoding it costs at most the cap."""
+    from tests.sdmx.helpers import run_bounded
+
+    out = run_bounded(ONE_CHUNK_BOMB, str(256 * 1024 * 1024))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ResponseTooLargeError"]

@@ -108,3 +108,72 @@ def test_the_override_file_comes_from_the_environment(tmp_path: Path, monkeypatc
     settings = Settings()
     assert settings.sdmx_providers == path and settings.sdmx_ttl_data_s == 120
     assert load_providers(settings.sdmx_providers).get("OECD").data_per_hour == 5
+
+
+PRIVATE_BASES = [
+    "https://169.254.169.254/latest/meta-data",
+    "https://10.0.0.5/rest",
+    "https://10.255.255.255:8443/rest",
+    "https://172.16.0.1/rest",
+    "https://192.168.1.1/rest",
+    "https://127.0.0.1/rest",
+    "https://127.0.0.2:8443/rest",
+    "https://100.64.0.1/rest",
+    "https://0.0.0.0/rest",
+    "https://[::1]/rest",
+    "https://[::]/rest",
+    "https://[fc00::1]/rest",
+    "https://[fd12:3456::1]/rest",
+    "https://[fe80::1]/rest",
+    "https://[fe80::1%25eth0]/rest",
+    "https://[::ffff:127.0.0.1]/rest",
+    "https://[::ffff:a9fe:a9fe]/rest",
+    "https://[64:ff9b::a9fe:a9fe]/rest",
+    # Literal forms that resolvers read as IPv4 addresses.
+    "https://127.1/rest",
+    "https://2130706433/rest",
+    "https://0x7f000001/rest",
+    "https://0x7f.0.0.1/rest",
+    "https://0177.0.0.1/rest",
+    "https://169.254.169.254./rest",
+    "https://localhost/rest",
+    "https://LOCALHOST:8443/rest",
+    "https://mirror.localhost/rest",
+    "https://224.0.0.1/rest",
+]
+
+
+@pytest.mark.parametrize("url", PRIVATE_BASES)
+def test_private_and_local_https_bases_are_refused(tmp_path: Path, url: str) -> None:
+    path = tmp_path / "providers.toml"
+    path.write_text(f'[providers.INTERNAL]\nbase_url = "{url}"\n')
+    with pytest.raises(ConfigError, match="loopback, private or link-local") as info:
+        load_providers(path)
+    assert "allow_private_network" in str(info.value)
+    with pytest.raises(ValueError, match="loopback, private or link-local"):
+        check_base_url(url)
+
+
+@pytest.mark.parametrize("url", ["https://10.0.0.5/rest", "https://[::1]:8443/rest", "https://localhost/rest"])
+def test_a_private_base_is_accepted_only_with_the_explicit_opt_in(tmp_path: Path, url: str) -> None:
+    path = tmp_path / "providers.toml"
+    path.write_text(f'[providers.INTERNAL]\nbase_url = "{url}"\nallow_private_network = true\n')
+    internal = load_providers(path).get("INTERNAL")
+    assert internal.allow_private_network is True and internal.private_network_allowed is True
+    assert internal.base_url == url
+
+
+def test_public_bases_need_no_opt_in_and_the_loopback_http_form_implies_it(tmp_path: Path) -> None:
+    providers = load_providers()
+    assert not any(p.private_network_allowed for p in providers)
+    path = tmp_path / "providers.toml"
+    path.write_text('[providers.MIRROR]\nbase_url = "http://127.0.0.1:8765/rest"\n')
+    assert load_providers(path).get("MIRROR").private_network_allowed is True
+
+
+def test_a_data_format_must_be_an_ascii_word(tmp_path: Path) -> None:
+    path = tmp_path / "providers.toml"
+    for bad in ("csv²", "csvé", "csv file", "csv&x=1"):
+        path.write_text(f'[providers.OECD]\ndata_format = "{bad}"\n')
+        with pytest.raises(ConfigError, match="data_format"):
+            load_providers(path)

@@ -242,3 +242,22 @@ def test_status_reports_location_and_counts(make_service: ServiceFactory, fake: 
     assert status.reason == "there is no index file"
     assert status.entries == 1 and status.bytes > 0
     assert [p.provider for p in status.providers] == ["ECB", "ESTAT", "OECD"]
+
+
+def test_parsed_structures_kept_in_memory_are_bounded_by_what_they_hold(
+    make_service: ServiceFactory, fake: FakeProviders, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sixteen structures of the largest size each must not stay in memory at once."""
+    from governed_evidence.sdmx import service as service_module
+
+    g20 = fixture("oecd_g20_prices_structure.xml")
+    fake.add("/dataflow/OECD.SDD.TPS/DSD_G20_PRICES@DF_G20_PRICES/1.0", g20, STRUCTURE_CT)
+    # Another body (so another memo entry) describing the same flow.
+    fake.add("/dataflow/OECD.SDD.TPS/DSD_G20_PRICES@DF_G20_PRICES/2.0", g20 + b"\n<!-- copy -->\n", STRUCTURE_CT)
+    service = make_service()
+    service.describe_dataset(G20)
+    weight = next(iter(service._structures.values())).size
+    assert weight > 0
+    monkeypatch.setattr(service_module, "_STRUCTURE_MEMO_ITEMS", weight + 1)
+    service.describe_dataset(G20.replace(",1.0", ",2.0"))
+    assert len(service._structures) == 1

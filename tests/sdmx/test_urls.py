@@ -98,3 +98,28 @@ def test_structure_requests_spend_the_structure_budget() -> None:
     assert catalogue_request(OECD).bucket == "structure"
     assert structure_request(OECD, QNA).bucket == "structure"
     assert availability_request(OECD, QNA).bucket == "structure"
+
+
+def test_dot_segments_never_reach_a_url() -> None:
+    import pytest
+
+    from governed_evidence.errors import UnusableResponseError
+
+    for ref in [DatasetRef("..", "X", "1.0"), DatasetRef("A", "..", "1.0"), DatasetRef("A", "X", ".."),
+                DatasetRef("A", "X", "."), DatasetRef("A", "", "1.0")]:  # fmt: skip
+        with pytest.raises(UnusableResponseError, match="not a valid SDMX identifier"):
+            structure_request(OECD, ref)
+        with pytest.raises(UnusableResponseError, match="not a valid SDMX identifier"):
+            data_request(ESTAT if ref.id == ".." else OECD, ref, "all", None, None)
+
+
+def test_a_key_of_empty_positions_is_never_a_dot_segment() -> None:
+    assert data_request(OECD, QNA, "..", None, None).url.endswith(
+        "/data/OECD.SDD.NAD,DSD_NAMAIN1@DF_QNA,1.0/all?format=csvfilewithlabels"
+    )
+    assert data_request(ESTAT, DatasetRef("ESTAT", "nama_10_gdp"), ".", None, None).url.endswith(
+        "/data/nama_10_gdp/all"
+    )
+    assert data_request(ESTAT, DatasetRef("ESTAT", "nama_10_gdp"), "...", None, None).url.endswith(
+        "/data/nama_10_gdp/..."
+    )

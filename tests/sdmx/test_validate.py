@@ -150,3 +150,43 @@ def test_published_dataset_pattern_agrees_with_the_parser() -> None:
     assert re.match(DATASET_PATTERN, "OECD.SDD.NAD,DSD_NAMAIN1@DF_QNA,1.0")
     for text in HOSTILE[2:]:
         assert not re.fullmatch(DATASET_PATTERN, text)
+
+
+@pytest.mark.parametrize(
+    "period",
+    ["２０２０", "٢٠٢٠", "2020-٠٧", "2020-Q３", "2020-07-٣١", "20２0", "2020-W٠5", "²⁰²⁰", "𝟐𝟎𝟐𝟎"],
+)
+def test_non_ascii_digits_are_not_periods(period: str) -> None:
+    with pytest.raises(InvalidRequestError, match="not a period"):
+        validate_period(period, "start_period")
+    # The published pattern, read as JSON Schema reads it (\d is 0-9), refuses it too.
+    assert not re.fullmatch(PERIOD_PATTERN, period, re.ASCII)
+
+
+@pytest.mark.parametrize("text", ["EXR,١.٠", "ECB,EXR,１.0", "ECB:EXR(٣)", "ECB,EXR,1.０"])
+def test_non_ascii_digits_are_not_versions(text: str) -> None:
+    with pytest.raises(InvalidRequestError):
+        parse_dataset_ref(text)
+    assert not re.fullmatch(DATASET_PATTERN, text, re.ASCII)
+
+
+def test_provider_identifiers_pass_the_caller_rules() -> None:
+    from governed_evidence.sdmx.validate import provider_dataset_ref
+
+    assert provider_dataset_ref("OECD.SDD.NAD", "DSD_NAMAIN1@DF_QNA", "1.0") == DatasetRef(
+        "OECD.SDD.NAD", "DSD_NAMAIN1@DF_QNA", "1.0"
+    )
+    for agency, flow, version in [
+        ("..", "X", "1.0"),
+        ("A", "..", "1.0"),
+        ("A", "X", ".."),
+        ("A", "X", "../../admin"),
+        ("A/B", "X", "1.0"),
+        ("A", "X%2F..", "1.0"),
+        ("A", "X", "١.٠"),
+        ("", "X", "1.0"),
+        ("A", "X", ""),
+        ("A,B", "X", "1.0"),
+        ("A", "X\u200b", "1.0"),
+    ]:
+        assert provider_dataset_ref(agency, flow, version) is None, (agency, flow, version)

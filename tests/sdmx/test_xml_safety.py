@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from governed_evidence.errors import UnusableResponseError
+from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
 from governed_evidence.sdmx.catalogue import parse_catalogue
 from governed_evidence.sdmx.data import parse_data
 from governed_evidence.sdmx.formats import detect
 from governed_evidence.sdmx.structure import parse_structure
-from tests.sdmx.helpers import GENERIC_CT, STRUCTURE_CT, FakeProviders
+from tests.sdmx.helpers import GENERIC_CT, STRUCTURE_CT, FakeProviders, hostile_xml
 
 STRUCTURE_OPEN = (
     b'<message:Structure xmlns:message="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/message" '
@@ -96,3 +96,53 @@ def test_hostile_data_from_a_provider_is_refused(make_service, fake: FakeProvide
     service = make_service()
     with pytest.raises(UnusableResponseError, match="DTD or entities"):
         service.get_data("ECB,EXR,1.0", "M.USD.EUR.SP00.A", provider="ECB")
+
+
+@pytest.mark.parametrize(
+    ("shape", "error", "words"),
+    [
+        ("deep", UnusableResponseError, "nests deeper"),
+        ("one-tag", UnusableResponseError, "single tag"),
+        ("names", UnusableResponseError, "distinct names"),
+        ("in-unit", ResponseTooLargeError, "holds more"),
+        ("flat", ResponseTooLargeError, "more elements"),
+    ],
+)
+@pytest.mark.parametrize("reader", ["catalogue", "structure", "generic", "structurespecific"])
+def test_each_bound_of_the_xml_reader_refuses_clearly(
+    monkeypatch: pytest.MonkeyPatch, reader: str, shape: str, error: type[Exception], words: str
+) -> None:
+    """What a hostile body is refused for (tests/hardening measures the memory it is kept to)."""
+    from governed_evidence.sdmx import xml
+
+    # Smaller element bounds keep the test quick; the shapes are as large as the real bounds need.
+    monkeypatch.setattr(xml, "MAX_ELEMENTS", 50_000)
+    monkeypatch.setattr(xml, "MAX_UNIT_ELEMENTS", 5_000)
+    body = hostile_xml(reader, shape, 1536 * 1024)
+    read = {
+        "catalogue": parse_catalogue,
+        "structure": parse_structure,
+        "generic": lambda b: parse_data("generic", b, keep=10, max_rows=10**6),
+        "structurespecific": lambda b: parse_data("structurespecific", b, keep=10, max_rows=10**6),
+    }[reader]
+    with pytest.raises(error, match=words):
+        read(body)
+
+
+def test_a_csv_with_more_columns_than_sdmx_csv_is_refused() -> None:
+    header = b",".join(b"C%d" % i for i in range(2000)) + b",OBS_VALUE\n"
+    with pytest.raises(UnusableResponseError, match="more columns"):
+        parse_data("csv", header + b",".join([b"x"] * 2001) + b"\n", keep=10, max_rows=100)
+
+
+def test_a_comment_or_text_is_not_a_token_that_stalls_the_reader() -> None:
+    """Text streams out of the parser as it is read; only one unbroken token is bounded."""
+    flow = (
+        STRUCTURE_OPEN + b'<message:Structures><structure:Dataflows><structure:Dataflow id="X" agencyID="A" '
+        b'version="1.0"><common:Name xml:lang="en">' + b"word " * 600_000 + b"</common:Name></structure:Dataflow>"
+        b"</structure:Dataflows></message:Structures></message:Structure>"
+    )
+    (row,) = parse_catalogue(flow)
+    assert row.name.startswith("word word") and len(row.name) <= 500
+    with pytest.raises(UnusableResponseError, match="single tag or comment"):
+        parse_catalogue(flow.replace(b"<message:Structures>", b"<!--" + b"x" * 2_000_000 + b"-->", 1))
