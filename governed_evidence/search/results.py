@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from governed_evidence.search.gate import GateOutcome
 from governed_evidence.search.limits import ConfidenceLevel
 from governed_evidence.search.models import PassageView, SearchResponse, SearchResult, Span
@@ -17,34 +19,30 @@ def span(start: int | None, end: int | None) -> Span | None:
     return Span(start=int(start), end=int(end if end is not None else start))
 
 
+def _cited(row: Passage) -> dict[str, Any]:
+    """The fields every served passage carries: what it is, where it is, what it says."""
+    return {
+        "citation_id": row.citation_id,
+        "document": row.document,
+        "title": row.title,
+        "heading": row.heading,
+        "lines": span(row.line_start, row.line_end),
+        "pages": span(row.page_start, row.page_end),
+        "classification": row.label,
+        "text": row.text,
+    }
+
+
 def passage_view(row: Passage, position: int) -> PassageView:
-    return PassageView(
-        citation_id=row.citation_id,
-        document=row.document,
-        title=row.title,
-        heading=row.heading,
-        lines=span(row.line_start, row.line_end),
-        pages=span(row.page_start, row.page_end),
-        classification=row.label,  # type: ignore[arg-type]
-        position=position,
-        text=row.text,
-    )
+    return PassageView(**_cited(row), position=position)
 
 
 def _result(rank: int, candidate: Candidate) -> SearchResult:
-    row = candidate.row
     return SearchResult(
+        **_cited(candidate.row),
         rank=rank,
-        citation_id=row.citation_id,
-        document=row.document,
-        title=row.title,
-        heading=row.heading,
-        lines=span(row.line_start, row.line_end),
-        pages=span(row.page_start, row.page_end),
-        classification=row.label,  # type: ignore[arg-type]
         matched_by=candidate.fused.matched_by,  # type: ignore[arg-type]
         confidence=candidate.confidence,
-        text=row.text,
     )
 
 

@@ -95,16 +95,17 @@ SERVER_TEXT = [
 ]
 
 
-def _strings(value: Any) -> Iterator[str]:
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value, keys included."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for k, v in value.items():
             yield str(k)
-            yield from _strings(v)
+            yield from strings_in(v)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _strings(v)
+            yield from strings_in(v)
 
 
 def document_text(path: Path, relative: str) -> list[str]:
@@ -116,7 +117,7 @@ def document_text(path: Path, relative: str) -> list[str]:
     out.append(doc.title)
     out.extend(" ".join(b.headings) for b in doc.blocks)
     out.append("\n".join(b.text for b in doc.blocks))
-    out.extend(_strings(doc.front_matter.values))
+    out.extend(strings_in(doc.front_matter.values))
     return out
 
 

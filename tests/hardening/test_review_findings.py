@@ -79,6 +79,7 @@ from governed_evidence.search.models import ReadPassageResponse, SearchMode, Sea
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
 from tests.hardening import figures
+from tests.hardening.probes import strings_in
 from tests.helpers import HashEmbedder, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -195,18 +196,7 @@ def _marker_leaks(answers: list[tuple[str, BaseModel]], markers: Iterable[str], 
 
 
 def _report_strings(report: IngestReport) -> list[str]:
-    def walk(value: Any) -> Iterator[str]:
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                yield str(k)
-                yield from walk(v)
-        elif isinstance(value, list | tuple):
-            for v in value:
-                yield from walk(v)
-
-    return list(walk(report.as_dict()))
+    return list(strings_in(report.as_dict()))
 
 
 def _first(items: list[str], n: int = 8) -> str:
