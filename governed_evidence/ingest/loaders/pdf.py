@@ -3,23 +3,57 @@
 Scanned (image-only) PDFs have no text layer and are refused with that reason: OCR is
 out of scope, and indexing an empty document would only hide the gap. Section titles come
 from the PDF outline when it has one.
+
+pypdf runs in a child process under the per-file memory and processor budgets
+(``bounded``): one content stream can make a page take minutes and gigabytes, and pages
+can share that stream. Within those budgets the work is paced by the page count, so a
+small file cannot spend the whole per-file allowance, and the page count and the
+extracted text are limited too. The child returns plain text per page; the blocks are
+built here.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.document import Block, LoadedDocument
 from governed_evidence.ingest.guards import sanitize
+from governed_evidence.ingest.loaders.bounded import limit_cpu, run_bounded
 from governed_evidence.ingest.loaders.text import looks_like_heading
 
-__all__ = ["load_pdf"]
+__all__ = ["MAX_CHARS", "MAX_PAGES", "load_pdf"]
 
 #: A page with fewer extractable characters than this counts as having no text layer.
 MIN_PAGE_CHARS = 20
+#: The largest policy publications issued as one PDF (a whole regulation, a codified
+#: title) run to one or two thousand pages; at the slowest sample's 32 ms a page, 3,000
+#: pages still fit the per-file processor budget.
+MAX_PAGES = 3_000
+#: Extracted characters per file: 3,000 pages of dense text at 4,000 characters (the
+#: samples average 1,800-2,100 a page). A page whose content stream yields more is not
+#: prose, and the text is held in memory twice over while blocks are built.
+MAX_CHARS = 12_000_000
+#: Processor time paced by pages read: a fixed allowance for opening the file, its outline
+#: and the first pages, plus eight times the slowest sample's cost per page (IRS
+#: Publication 5616: 4 s for 127 pages). A page that takes seconds is refused within a
+#: few pages instead of after the whole file.
+CPU_BASE_SECONDS = 10.0
+CPU_SECONDS_PER_PAGE = 0.25
+
+
+@dataclass
+class _Extracted:
+    """What the parser process returns: plain data, so it pickles small and safely."""
+
+    #: Raw text of each page, or None when pypdf failed on that page.
+    pages: list[str | None]
+    outline: dict[int, list[list[str]]]
+    xfa: bool
+    meta_title: str | None
 
 
 def _outline_pages(reader: Any) -> dict[int, list[list[str]]]:
@@ -52,10 +86,12 @@ def _title_key(line: str) -> str:
     return " ".join(line.split()).casefold()
 
 
-def load_pdf(path: Path, fallback_title: str) -> LoadedDocument:
+def _extract(path: Path) -> _Extracted:
+    """Run in the bounded child: open the file and extract every page's text."""
     import pypdf
     from pypdf.errors import PdfReadError
 
+    limit_cpu(CPU_BASE_SECONDS, "while opening the file")
     try:
         reader = pypdf.PdfReader(path, strict=False)
         if reader.is_encrypted:
@@ -65,26 +101,64 @@ def load_pdf(path: Path, fallback_title: str) -> LoadedDocument:
                 ok = False
             if not ok:
                 raise FileRejectedError("PDF is encrypted and needs a password")
+        count = len(reader.pages)
+        if count > MAX_PAGES:
+            # Counted from the page tree, before a page object is made for each.
+            raise FileRejectedError(f"PDF has {count} pages, over the {MAX_PAGES}-page limit")
         pages = list(reader.pages)
     except FileRejectedError:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, OSError, AssertionError) as exc:
         raise FileRejectedError(f"PDF cannot be read ({type(exc).__name__})") from None
 
-    warnings: list[str] = []
     root: Any = reader.trailer.get("/Root", {})
     acro = root.get("/AcroForm") if hasattr(root, "get") else None
-    if acro is not None and hasattr(acro, "get") and acro.get("/XFA") is not None:
+    xfa = acro is not None and hasattr(acro, "get") and acro.get("/XFA") is not None
+    outline = _outline_pages(reader)
+    texts: list[str | None] = []
+    chars = 0
+    for index, page in enumerate(pages):
+        limit_cpu(
+            CPU_BASE_SECONDS + CPU_SECONDS_PER_PAGE * (index + 1),
+            f"at page {index + 1} of {len(pages)}, "
+            f"with {CPU_BASE_SECONDS:g} s plus {CPU_SECONDS_PER_PAGE:g} s a page allowed",
+        )
+        try:
+            raw: str | None = page.extract_text() or ""
+        except MemoryError:
+            raise
+        except Exception:  # noqa: BLE001 - one bad page must not lose the document
+            raw = None
+        chars += len(raw or "")
+        if chars > MAX_CHARS:
+            raise FileRejectedError(f"PDF yields more than {MAX_CHARS} characters of text, over the per-file limit")
+        texts.append(raw)
+    try:
+        meta_title = reader.metadata.title if reader.metadata else None
+    except Exception:  # noqa: BLE001
+        meta_title = None
+    return _Extracted(texts, outline, xfa, str(meta_title) if isinstance(meta_title, str) else None)
+
+
+def load_pdf(path: Path, fallback_title: str) -> LoadedDocument:
+    # Imported here so the parser process starts with pypdf loaded rather than importing it.
+    import pypdf  # noqa: F401
+
+    return _build(run_bounded("PDF", _extract, path), fallback_title)
+
+
+def _build(extracted: _Extracted, fallback_title: str) -> LoadedDocument:
+    warnings: list[str] = []
+    if extracted.xfa:
         warnings.append("XFA form: only its static text is extracted; form fields are not indexed")
 
-    outline = _outline_pages(reader)
+    outline = extracted.outline
+    pages = extracted.pages
     blocks: list[Block] = []
     headings: tuple[str, ...] = ()
     empty_pages = 0
-    for index, page in enumerate(pages):
-        try:
-            raw = page.extract_text() or ""
-        except Exception:  # noqa: BLE001 - one bad page must not lose the document
+    for index, raw in enumerate(pages):
+        if raw is None:
             raw = ""
             warnings.append(f"page {index + 1}: text could not be extracted")
         text = sanitize(raw)
@@ -131,10 +205,7 @@ def load_pdf(path: Path, fallback_title: str) -> LoadedDocument:
     if empty_pages:
         warnings.append(f"{empty_pages} of {len(pages)} pages have no text layer and were skipped")
     title = fallback_title
-    try:
-        meta_title = reader.metadata.title if reader.metadata else None
-    except Exception:  # noqa: BLE001
-        meta_title = None
+    meta_title = extracted.meta_title
     # Producers often leave placeholders ("TA", "untitled", a file name) in /Title.
     if isinstance(meta_title, str) and len(meta_title.split()) >= 2 and len(meta_title.strip()) >= 8:
         title = sanitize(meta_title).strip()
