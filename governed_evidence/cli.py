@@ -1,4 +1,4 @@
-"""Command line: ingest | search | status.
+"""Command line: ingest | search | status | serve | stats | eval.
 
 ``--json`` prints exactly the structure the MCP tools return, so scripts and checks can
 rely on one contract. Human output goes to stdout; logs go to stderr.
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from governed_evidence.search.models import SearchResponse
     from governed_evidence.search.service import SearchService
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
-LEVELS = [c.label for c in Classification]
+_LEVELS = [c.label for c in Classification]
 
 
 def _settings() -> Settings:
@@ -215,11 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="folder of .md, .txt, .pdf and .docx files")
     p.add_argument("--db", help="index file (default: $GOVERNED_EVIDENCE_DB or data/evidence.sqlite)")
     p.add_argument(
-        "--ceiling", choices=LEVELS, default="restricted", help="highest level to index (default: restricted)"
+        "--ceiling", choices=_LEVELS, default="restricted", help="highest level to index (default: restricted)"
     )
     p.add_argument(
         "--default-classification",
-        choices=LEVELS,
+        choices=_LEVELS,
         default="restricted",
         help="level of documents with no label and no level folder (default: restricted)",
     )
@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("search", help="search the policy documents")
     p.add_argument("query")
     p.add_argument("--db")
-    p.add_argument("--ceiling", choices=LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")
+    p.add_argument("--ceiling", choices=_LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")
     p.add_argument("--mode", choices=SEARCH_MODES, default=SEARCH_MODES[0])
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"1-{MAX_LIMIT} (default {DEFAULT_LIMIT})")
     p.add_argument("--confidence", choices=CONFIDENCE_LEVELS, default=CONFIDENCE_LEVELS[0])
@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="index integrity, model and visible counts")
     p.add_argument("--db")
-    p.add_argument("--ceiling", choices=LEVELS)
+    p.add_argument("--ceiling", choices=_LEVELS)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_status)
 
@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the MCP server over stdio (stdout carries only JSON-RPC)")
     p.add_argument("--db")
-    p.add_argument("--ceiling", choices=LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")
+    p.add_argument("--ceiling", choices=_LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")
     p.set_defaults(func=_cmd_serve)
     return parser
 
