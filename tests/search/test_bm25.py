@@ -54,9 +54,7 @@ def test_python_bm25_equals_fts5_bm25(built_index: Path, level: Classification) 
         rows = sql.passages_by_id(conn, level, {pid for pid, _ in expected})
         for pid, fts_score in expected:
             row = rows[pid]
-            terms = bm25.row_terms(
-                tokenizer, (row.title, row.heading, search_text(row.text))
-            )
+            terms = bm25.row_terms(tokenizer, (row.title, row.heading, search_text(row.text)))
             assert -bm25.score(phrases, idfs, terms, sql.BM25_WEIGHTS, totals) == pytest.approx(fts_score, rel=1e-12)
             checked += 1
     assert checked >= 5
