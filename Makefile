@@ -3,6 +3,7 @@
 #
 #   make demo        build the sample index with the real model and run example searches
 #   make test        run the test suite
+#   make format      reformat and apply ruff's safe fixes (what `make lint` checks)
 #   make ci          the release gate (what .ci/run runs), failing on the first red step
 #   make lock        regenerate the hashed locks after changing dependencies in pyproject.toml
 SHELL  := /bin/bash
@@ -33,8 +34,8 @@ export ORT_DISABLE_TELEMETRY := 1
 
 CI_STEPS := lock-check lint typecheck audit publication-guard coverage eval-gate container
 
-.PHONY: bench bench-quick bench-scifact install tools demo test coverage lint typecheck eval-gate audit publication-guard \
-        container lock lock-tools lock-check ci clean
+.PHONY: bench bench-quick bench-scifact install tools demo test coverage format lint typecheck eval-gate audit \
+        publication-guard container lock lock-tools lock-check ci clean
 
 $(STAMP): pyproject.toml requirements/lock.txt
 	$(PYTHON) -m venv $(VENV)
@@ -65,9 +66,16 @@ coverage: $(STAMP)
 	$(MAKE) --no-print-directory test PYTEST_ARGS="-p no:cacheprovider --cov=governed_evidence --cov-branch \
 		--cov-report=term-missing:skip-covered --cov-fail-under=$(COVERAGE_MIN)"
 
+LINT_PATHS := governed_evidence tests scripts benchmarks
+
 lint: $(STAMP)
-	$(BIN)/ruff check governed_evidence tests scripts benchmarks
-	$(BIN)/ruff format --check governed_evidence tests scripts benchmarks
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+
+# Fixes first, then formatting: a fix can leave lines the formatter would rewrap.
+format: $(STAMP)
+	$(BIN)/ruff check --fix $(LINT_PATHS)
+	$(BIN)/ruff format $(LINT_PATHS)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -108,7 +108,11 @@ class Settings(BaseSettings):
     @field_validator("ceiling")
     @classmethod
     def _valid_ceiling(cls, value: str) -> str:
-        parse_level(value)
+        try:
+            parse_level(value)
+        except ConfigError as exc:
+            # The operator sees only this text (the CLI prints it and exits): name what to fix.
+            raise ConfigError(f"GOVERNED_EVIDENCE_CEILING: {exc}") from None
         return value.strip().lower()
 
     @property

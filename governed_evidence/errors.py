@@ -1,31 +1,37 @@
 """The one exception tree of the package.
 
+``*`` marks the errors whose message reaches an MCP client (``mcp.errors.CALLER_FACING``,
+subclasses included); every other one is masked there with a fixed message.
+
 ::
 
     GovernedEvidenceError
     ├── ConfigError                 operator configuration is invalid
-    ├── IndexUnavailableError       the evidence index cannot serve
-    │   ├── IndexMissingError       no index file at the configured path
-    │   └── IndexCorruptError       the file is not a valid index (or fails integrity)
+    ├── IndexUnavailableError     * the evidence index cannot serve
+    │   ├── IndexMissingError     * no index file at the configured path
+    │   └── IndexCorruptError     * the file is not a valid index (or fails integrity)
     ├── IngestError                 a whole ingest run failed (nothing was replaced)
-    │   └── FileRejectedError       one file was refused; the rest of the corpus continues
-    ├── EmbedderError               the embedder cannot produce vectors
-    │   └── ModelMismatchError      query embedder differs from the index's model
-    ├── InvalidRequestError         a caller's argument is unusable (the message says how to fix it)
-    ├── NotFoundError               the requested item does not exist *or is not visible*
-    └── StatisticsError             official statistics (SDMX) could not be served
-        ├── ProviderUnavailableError    the provider failed (network, 5xx, timeout) and nothing is cached
-        ├── RateLimitedError            this server's request budget for the provider is spent (retry_after_s)
-        │   └── RateLedgerError         the persisted budget ledger is unreadable: no request is sent (fail closed)
-        ├── ResponseTooLargeError       the answer exceeds the byte, row or code bounds (narrow the request)
-        └── UnusableResponseError       the response is malformed, hostile (DTD, entities) or in an unsupported format
+    ├── FileRejectedError           one file was refused; the rest of the corpus continues
+    ├── EmbedderError             * the embedder cannot produce vectors
+    │   └── ModelMismatchError    * query embedder differs from the index's model
+    ├── InvalidRequestError       * a caller's argument is unusable (the message says how to fix it)
+    ├── NotFoundError             * the requested item does not exist *or is not visible*
+    └── StatisticsError           * official statistics (SDMX) could not be served
+        ├── ProviderUnavailableError  * the provider failed (network, 5xx, timeout) and nothing is cached
+        ├── RateLimitedError          * this server's request budget for the provider is spent (retry_after_s)
+        │   └── RateLedgerError       * the persisted budget ledger is unreadable: no request is sent (fail closed)
+        ├── ResponseTooLargeError     * the answer exceeds the byte, row or code bounds (narrow the request)
+        └── UnusableResponseError     * the response is malformed, hostile (DTD, entities) or in an unsupported format
 
 ``StatisticsError`` messages never quote a provider's response body: upstream text is
 untrusted, so only status codes, SDMX error codes and this package's own guidance appear.
 
-Messages are written for the caller (often a language model) and never contain passage
-text, query text, filesystem paths of the server, or SQL. `NotFoundError` deliberately says
-the same thing whether an item is missing or above the caller's ceiling.
+Messages of the marked errors are written for the caller (often a language model) and never
+contain passage text, query text, filesystem paths of the server, or SQL
+(tests/mcp/test_errors.py raises each as the package does and checks). `NotFoundError`
+deliberately says the same thing whether an item is missing or above the caller's ceiling.
+The unmarked ones are for the operator, who reads them on the command line: they may name
+settings and files, so they never reach a client.
 """
 
 from __future__ import annotations

@@ -22,15 +22,15 @@ import numpy as np
 from governed_evidence.embeddings.base import ModelIdentity, Vectors
 from governed_evidence.errors import EmbedderError
 
-__all__ = ["MODEL_ID", "MODEL_SHA256", "MiniLMEmbedder"]
+__all__ = ["DIMENSION", "MODEL_ID", "MODEL_SHA256", "MiniLMEmbedder"]
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2@int8-onnx"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 DIMENSION = 384
 #: The model was trained on 256-token windows; the tokenizer file's default is 128.
-MAX_TOKENS = 256
-BATCH_SIZE = 32
+_MAX_TOKENS = 256
+_BATCH_SIZE = 32
 
 
 def _sha256(path: Path) -> str:
@@ -67,10 +67,10 @@ class MiniLMEmbedder:
         if _sha256(path) != MODEL_SHA256:
             raise EmbedderError("the embedding model file failed its checksum; reinstall it")
         tok_path = _tokenizer_path()
-        if _sha256(tok_path) != TOKENIZER_SHA256:
+        if _sha256(tok_path) != _TOKENIZER_SHA256:
             raise EmbedderError("the tokenizer file failed its checksum; reinstall the package")
         self._tokenizer = Tokenizer.from_file(str(tok_path))
-        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self._tokenizer.enable_truncation(max_length=_MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - pads to the longest in batch
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
@@ -93,8 +93,8 @@ class MiniLMEmbedder:
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         # Batch texts of similar length together so padding does not waste model time.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), BATCH_SIZE):
-            idx = order[start : start + BATCH_SIZE]
+        for start in range(0, len(order), _BATCH_SIZE):
+            idx = order[start : start + _BATCH_SIZE]
             out[idx] = self._embed_batch([texts[i] for i in idx])
         return out
 

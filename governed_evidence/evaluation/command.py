@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_eval_parser", "run_eval"]
 
-MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "hybrid")
+_MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "hybrid")
 
 
 def add_eval_parser(sub: Any) -> None:
@@ -35,7 +35,7 @@ def add_eval_parser(sub: Any) -> None:
     p.add_argument("--corpus", default="data/sample_corpus", help="corpus to build a fresh index from")
     p.add_argument("--db", help="use this existing index instead of building one")
     p.add_argument("--gate-file", default="evals/gate.toml")
-    p.add_argument("--mode", choices=[*MODES, "compare"], default="hybrid")
+    p.add_argument("--mode", choices=[*_MODES, "compare"], default="hybrid")
     p.add_argument("--no-mcp", action="store_true", help="run governance slices on the service, not over stdio")
     p.add_argument("--json", action="store_true")
     p.add_argument("--write-baseline", metavar="FILE", help="write the measured metrics (refused on any leak)")
@@ -66,7 +66,7 @@ def _print_scorecard(reports: list[SliceReport], checks: list[Check], passed: bo
     print(f"\nEVAL GATE: {'PASS' if passed else 'FAIL'}")
 
 
-def run_beir_command(args: argparse.Namespace, settings: Settings) -> int:
+def _run_beir_command(args: argparse.Namespace, settings: Settings) -> int:
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.evaluation.beir import build_beir_index, run_beir
 
@@ -106,7 +106,7 @@ def run_beir_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_eval(args: argparse.Namespace, settings: Settings) -> int:
     if args.target == "beir":
-        return run_beir_command(args, settings)
+        return _run_beir_command(args, settings)
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.evaluation.gate import evaluate_gate, load_gate
     from governed_evidence.evaluation.mcp_client import McpSearcher
@@ -147,7 +147,7 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
                 mcp_cache[key] = stack.enter_context(McpSearcher(db, ceiling=ceiling, gate_enabled=key[1]))
             return mcp_cache[key]
 
-        modes = MODES if args.mode == "compare" else (args.mode,)
+        modes = _MODES if args.mode == "compare" else (args.mode,)
         reports: list[SliceReport] = []
         gated_reports: list[SliceReport] = []
         for mode in modes:

@@ -1,13 +1,22 @@
 """The one place package errors become MCP tool errors.
 
-Caller mistakes and governed refusals become ``ToolError`` with their own message (written
-for a model to act on, free of paths, SQL and passage text). Anything else is an internal
-fault: the client sees a fixed message and the details go to the stderr log only as the
-exception type.
+Only errors written for the caller keep their message (:data:`CALLER_FACING`); it is
+composed by this package, never quotes passage text, query text, SQL or upstream bodies,
+and never names a server path:
 
-Statistics errors (``StatisticsError`` and below) are caller-facing: they say whether to
-narrow the request, wait (a rate budget, with the seconds to wait) or try later, and by
-construction never quote a provider's response body.
+* caller mistakes: ``InvalidRequestError`` (says what is accepted) and ``NotFoundError``
+  (the same words whether an item is missing or above the caller's ceiling);
+* conditions the caller must act on: ``IndexUnavailableError`` (there is nothing to search
+  yet, or the index must be rebuilt; ``index_status`` reports the same text),
+  ``EmbedderError`` (meaning search is unavailable, keyword search still works; search
+  responses already carry the same text as ``search_mode_reason``) and ``StatisticsError`` (narrow
+  the request, wait the seconds given, or try later; never a provider's response body).
+
+Every other error is the operator's to fix or a fault, and its text may carry what a
+caller must not see: ``ConfigError`` (settings and file names, an unreadable file's path),
+``IngestError`` and ``FileRejectedError`` (ingest runs, never a tool call), the base
+``GovernedEvidenceError`` and anything not raised by this package. The client sees
+:data:`INTERNAL_ERROR_MESSAGE` and the stderr log records only the exception type.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from typing import Any, TypeVar
 from fastmcp.exceptions import ToolError
 
 from governed_evidence.errors import (
-    GovernedEvidenceError,
+    EmbedderError,
     IndexUnavailableError,
     InvalidRequestError,
     NotFoundError,
@@ -27,7 +36,7 @@ from governed_evidence.errors import (
 )
 from governed_evidence.logging import get_logger
 
-__all__ = ["CALLER_FACING", "INTERNAL_ERROR_MESSAGE", "to_tool_error"]
+__all__ = ["CALLER_FACING", "INTERNAL_ERROR_MESSAGE", "run_tool", "to_tool_error"]
 
 T = TypeVar("T")
 log = get_logger("mcp")
@@ -35,14 +44,19 @@ log = get_logger("mcp")
 INTERNAL_ERROR_MESSAGE = "The server could not complete this request because of an internal error."
 
 
-#: Errors whose message is written for the caller to act on.
-CALLER_FACING = (InvalidRequestError, NotFoundError, IndexUnavailableError, StatisticsError)
+#: Errors whose message is written for the caller to act on (subclasses included).
+CALLER_FACING: tuple[type[Exception], ...] = (
+    InvalidRequestError,
+    NotFoundError,
+    IndexUnavailableError,
+    EmbedderError,
+    StatisticsError,
+)
 
 
 def to_tool_error(exc: BaseException) -> ToolError:
+    """The tool error the client sees: a caller-facing message as written, anything else masked."""
     if isinstance(exc, CALLER_FACING):
-        return ToolError(str(exc))
-    if isinstance(exc, GovernedEvidenceError):
         return ToolError(str(exc))
     return ToolError(INTERNAL_ERROR_MESSAGE)
 

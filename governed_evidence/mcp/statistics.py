@@ -49,7 +49,7 @@ __all__ = [
 
 STATISTICS_TOOLS = ("search_datasets", "describe_dataset", "get_data")
 #: Read-only and idempotent; open-world because the answer comes from an outside provider.
-STATISTICS_READ_ONLY = ToolAnnotations(
+_STATISTICS_READ_ONLY = ToolAnnotations(
     read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=True
 )
 
@@ -112,7 +112,7 @@ def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSd
     def service() -> SdmxService:
         return statistics.get() if isinstance(statistics, DeferredSdmxService) else statistics
 
-    @tool(app, STATISTICS_READ_ONLY)
+    @tool(app, _STATISTICS_READ_ONLY)
     def search_datasets(
         query: StatsQuery, provider: ProviderArg = "OECD", limit: StatsLimit = 10
     ) -> DatasetSearchResponse:
@@ -128,7 +128,7 @@ def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSd
             lambda r: len(r.results),
         )
 
-    @tool(app, STATISTICS_READ_ONLY)
+    @tool(app, _STATISTICS_READ_ONLY)
     def describe_dataset(
         dataset: DatasetArg, provider: ProviderArg = "OECD", max_codes: MaxCodes = 30
     ) -> DatasetDescription:
@@ -141,7 +141,7 @@ def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSd
             lambda r: len(r.dimensions),
         )
 
-    @tool(app, STATISTICS_READ_ONLY)
+    @tool(app, _STATISTICS_READ_ONLY)
     def get_data(
         dataset: DatasetArg,
         key: KeyArg,
