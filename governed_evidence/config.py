@@ -46,8 +46,13 @@ def parse_label(value: object) -> Classification:
 
 
 def parse_level(value: str) -> Classification:
-    """Strictly parse an operator-supplied level (a typo must not silently widen access)."""
+    """Strictly parse an operator-supplied level (a typo must not silently widen access).
+
+    ASCII only: ``str.upper`` maps look-alikes such as a dotless ``ı`` onto Latin letters.
+    """
     try:
+        if not value.isascii():
+            raise KeyError(value)
         return Classification[value.strip().upper()]
     except KeyError:
         names = ", ".join(c.label for c in Classification)

@@ -14,7 +14,10 @@ from governed_evidence.errors import ConfigError
 
 VARIABLE = "GOVERNED_EVIDENCE_CEILING"
 
-MISTYPED = ["publik", "Internal x", "internal!", "Internal\tjunk", "", "   ", "secret", "public,internal", "0"]
+MISTYPED = [
+    "publik", "Internal x", "internal!", "Internal\tjunk", "", "   ", "secret", "public,internal", "0",
+    "\u0131nternal",  # dotless i: str.upper() would make it INTERNAL
+]  # fmt: skip
 VALID = {
     "public": Classification.PUBLIC,
     "PUBLIC": Classification.PUBLIC,

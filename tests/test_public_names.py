@@ -24,8 +24,6 @@ import governed_evidence
 #: missing from it): fix each and remove it here once that work is merged, so the test
 #: holds it too.
 EXCLUDED_UNTIL_MERGED = {
-    "governed_evidence.ingest.loaders.docx",
-    "governed_evidence.ingest.loaders.pdf",
     "governed_evidence.sdmx.data",
     "governed_evidence.sdmx.validate",
     "governed_evidence.sdmx.xml",

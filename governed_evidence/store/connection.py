@@ -75,7 +75,8 @@ class IndexReader:
     def _generation(self) -> _Generation:
         try:
             st = os.stat(self.path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
+            # NotADirectoryError: a path component is a file, so no index can be there either.
             raise IndexMissingError(
                 "no evidence index found; build one with `governed-evidence ingest --corpus DIR`"
             ) from None

@@ -230,7 +230,7 @@ def _index_of_another_version(parts: Parts, built_index: Path) -> Scenario:
 
 
 def _index_under_a_file(parts: Parts, built_index: Path) -> Scenario:
-    # os.stat raises NotADirectoryError, path in its text: not a package error, so masked.
+    # os.stat raises NotADirectoryError (path in its text): read as "no index there".
     (parts.tmp / "file").write_text("x")
     db = parts.tmp / "file" / "evidence.sqlite"
     return Scenario(build_app(parts.documents(db)), [("search_documents", {"query": "leave"})], [db])
@@ -287,7 +287,7 @@ SCENARIOS: dict[str, tuple[type[BaseException], Callable[[Parts, Path], Scenario
     "index path is a folder": (errors.IndexMissingError, _index_is_a_folder),
     "index file is not SQLite": (errors.IndexCorruptError, _index_not_sqlite),
     "index of another schema version": (errors.IndexCorruptError, _index_of_another_version),
-    "index path under a regular file": (NotADirectoryError, _index_under_a_file),
+    "index path under a regular file": (errors.IndexMissingError, _index_under_a_file),
     "passage not found": (errors.NotFoundError, _passage_not_found),
     "unknown provider": (
         errors.InvalidRequestError,

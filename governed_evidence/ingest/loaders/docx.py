@@ -29,6 +29,8 @@ from governed_evidence.ingest.guards import sanitize
 from governed_evidence.ingest.loaders.bounded import limit_cpu, run_bounded
 
 __all__ = [
+    "CPU_BASE_SECONDS",
+    "CPU_SECONDS_PER_MIB",
     "MAX_COMPRESSION_RATIO",
     "MAX_MEMBERS",
     "MAX_PARSED_BYTES",
@@ -49,7 +51,7 @@ MAX_MEMBERS = 5_000
 MAX_COMPRESSION_RATIO = 200
 #: Members smaller than this are not judged by ratio: small parts have noisy ratios and
 #: cannot expand to much anyway.
-RATIO_FLOOR_BYTES = 1024 * 1024
+_RATIO_FLOOR_BYTES = 1024 * 1024
 #: XML handed to the parser (relationships, main document, numbering, core properties),
 #: counted as decompressed. docx2python needs 30-40 bytes of memory per byte of XML (13 MB:
 #: 400 MiB; 22 MB: 820 MiB, 63 s), so 20 MiB, a document of thousands of pages, stays
@@ -100,7 +102,7 @@ def _check_directory(infos: list[zipfile.ZipInfo]) -> None:
     for info in infos:
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             raise FileRejectedError("DOCX uses a compression method Word does not write")
-        if info.file_size >= RATIO_FLOOR_BYTES:
+        if info.file_size >= _RATIO_FLOOR_BYTES:
             ratio = info.file_size / max(info.compress_size, 1)
             if ratio > MAX_COMPRESSION_RATIO:
                 raise FileRejectedError(

@@ -25,10 +25,10 @@ from governed_evidence.ingest.guards import sanitize
 from governed_evidence.ingest.loaders.bounded import limit_cpu, run_bounded
 from governed_evidence.ingest.loaders.text import looks_like_heading
 
-__all__ = ["MAX_CHARS", "MAX_PAGES", "load_pdf"]
+__all__ = ["CPU_BASE_SECONDS", "CPU_SECONDS_PER_PAGE", "MAX_CHARS", "MAX_PAGES", "load_pdf"]
 
 #: A page with fewer extractable characters than this counts as having no text layer.
-MIN_PAGE_CHARS = 20
+_MIN_PAGE_CHARS = 20
 #: The largest policy publications issued as one PDF (a whole regulation, a codified
 #: title) run to one or two thousand pages; at the slowest sample's 32 ms a page, 3,000
 #: pages still fit the per-file processor budget.
@@ -163,7 +163,7 @@ def _build(extracted: _Extracted, fallback_title: str) -> LoadedDocument:
             warnings.append(f"page {index + 1}: text could not be extracted")
         text = sanitize(raw)
         entries = outline.get(index, [])
-        if len(text.strip()) < MIN_PAGE_CHARS:
+        if len(text.strip()) < _MIN_PAGE_CHARS:
             empty_pages += 1
             if entries:
                 headings = tuple(entries[-1])
