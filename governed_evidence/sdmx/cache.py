@@ -1,191 +1,37 @@
-"""Response cache and persisted rate ledger, in the index file or a writable fallback.
+"""The response cache: provider answers keyed by provider and normalised request.
 
-Where the tables live (see docs/adr/0006-sdmx-cache-location.md):
+Entries are kept past their expiry, so that an answer the provider cannot give just now
+can be served from a stale copy (flagged as such by the fetch path,
+:mod:`~governed_evidence.sdmx.fetch`). Bodies are stored compressed with their SHA-256,
+and an entry whose body no longer matches is dropped. The cache is bounded by its stored
+bytes: expired entries are evicted first, then the oldest, never the newest. Parsed
+catalogues are persisted beside the responses they came from, so a later process
+searches a catalogue without parsing it again.
 
-- ``index``: the index file itself, when it exists and can be written.
-- ``file``: the operator's ``GOVERNED_EVIDENCE_SDMX_CACHE_PATH``, when the index file is
-  read-only (an immutable container image) or absent.
-- ``memory``: neither is writable; the cache and the ledger last as long as the process,
-  which :meth:`CacheStore.location` reports so ``index_status`` can say so.
-
-A damaged file is not a read-only one: if the chosen file is corrupt the store does not
-fall back (that would reset the budget), and every request is refused until an operator
-repairs or removes it. The ledger fails closed the same way when its rows are implausible.
+A cache that cannot be read or written degrades to a miss (logged); only the rate ledger
+(:mod:`~governed_evidence.sdmx.ratelimit`) must fail closed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
 
 import apsw
 
-from governed_evidence.errors import RateLedgerError, RateLimitedError
+from governed_evidence.errors import RateLimitedError
 from governed_evidence.logging import get_logger
 from governed_evidence.sdmx.catalogue import CatalogueRow
-from governed_evidence.sdmx.schema import SDMX_SCHEMA_VERSION, schema_sql
+from governed_evidence.sdmx.store import CacheStore
 from governed_evidence.sdmx.urls import Kind, SdmxRequest
-from governed_evidence.store.connection import connect
 
-__all__ = ["CacheEntry", "CacheLocation", "CacheStore", "RateLedger", "ResponseCache"]
+__all__ = ["CacheEntry", "ResponseCache"]
 
 log = get_logger("sdmx.cache")
-
-CacheMode = Literal["index", "file", "memory"]
-#: Budgets are per rolling hour.
-WINDOW_S = 3600.0
-#: A ledger entry further in the future than this means a tampered file or a clock jump.
-CLOCK_SKEW_S = 300.0
-#: Errors that mean "cannot write here" (fall back) rather than "this file is damaged".
-_NOT_WRITABLE = (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError, apsw.IOError, apsw.AuthError)
-_DAMAGED = (apsw.CorruptError, apsw.NotADBError)
-
-
-@dataclass(frozen=True)
-class CacheLocation:
-    """Where the SDMX tables are, and whether the rate ledger survives a restart."""
-
-    mode: CacheMode
-    #: Why the index file is not used, when it is not.
-    reason: str | None
-    #: None when usable; otherwise why every request is refused.
-    failure: str | None = None
-
-    @property
-    def persistent(self) -> bool:
-        return self.mode != "memory"
-
-
-def _open_writable(path: Path) -> apsw.Connection:
-    """Open ``path`` for writing and create the SDMX tables; a seam for read-only tests."""
-    conn = connect(path, readonly=False)
-    try:
-        if conn.readonly("main"):
-            raise apsw.ReadOnlyError("file is read-only")
-        with conn:
-            conn.execute(schema_sql())
-            conn.execute(
-                "INSERT OR IGNORE INTO sdmx_meta(key, value) VALUES ('schema_version', ?)", (str(SDMX_SCHEMA_VERSION),)
-            )
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _open_memory() -> apsw.Connection:
-    conn = apsw.Connection(":memory:")
-    conn.execute(schema_sql())
-    return conn
-
-
-class CacheStore:
-    """The connection holding the SDMX tables, shared by the cache and the ledger.
-
-    An index rebuild renames a new file over the old one; in ``index`` mode every use
-    re-checks the file's inode and reopens (recreating the tables) when it changed.
-    """
-
-    def __init__(self, index_path: Path | None, fallback_path: Path | None) -> None:
-        self.index_path = index_path
-        self.fallback_path = fallback_path
-        self._lock = threading.RLock()
-        self._conn: apsw.Connection | None = None
-        self._inode: int | None = None
-        self.location = self._open()
-
-    def _open(self) -> CacheLocation:
-        reason: str | None = None
-        if self.index_path is not None and self.index_path.is_file():
-            try:
-                self._conn = self._open_index(self.index_path)
-                self._inode = os.stat(self.index_path).st_ino
-                return CacheLocation("index", None)
-            except _DAMAGED:
-                log.error("sdmx_cache_unusable", mode="index", reason="damaged")
-                return CacheLocation("index", None, failure="the index file is damaged")
-            except _NOT_WRITABLE as exc:
-                reason = "the index file is read-only"
-                log.info("sdmx_cache_fallback", reason="read_only", error=type(exc).__name__)
-            except _IndexRefusedError as exc:
-                reason = str(exc)
-            except apsw.Error as exc:
-                # Anything else SQLite refuses (e.g. a table replaced by a view) is damage too:
-                # fail closed here rather than take the whole server down at start-up.
-                log.error("sdmx_cache_unusable", mode="index", reason="damaged", error=type(exc).__name__)
-                return CacheLocation("index", None, failure="the index file is damaged")
-        else:
-            reason = "there is no index file"
-        if self.fallback_path is not None:
-            try:
-                self.fallback_path.parent.mkdir(parents=True, exist_ok=True)
-                self._conn = _open_writable(self.fallback_path)
-                return CacheLocation("file", reason)
-            except _DAMAGED:
-                log.error("sdmx_cache_unusable", mode="file", reason="damaged")
-                return CacheLocation("file", reason, failure="the SDMX cache file is damaged")
-            except (*_NOT_WRITABLE, OSError) as exc:
-                log.warning("sdmx_cache_fallback", reason="cache_path_unwritable", error=type(exc).__name__)
-                reason = f"{reason}, and the configured cache path is not writable"
-            except apsw.Error as exc:
-                log.error("sdmx_cache_unusable", mode="file", reason="damaged", error=type(exc).__name__)
-                return CacheLocation("file", reason, failure="the SDMX cache file is damaged")
-        self._conn = _open_memory()
-        return CacheLocation("memory", reason)
-
-    @staticmethod
-    def _open_index(path: Path) -> apsw.Connection:
-        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
-            # The rollback journal is created beside the file, so the folder must be writable too.
-            raise apsw.ReadOnlyError("not writable")
-        probe = connect(path, readonly=True)
-        try:
-            (is_index,) = probe.execute("SELECT count(*) FROM sqlite_master WHERE name = 'meta'").fetchone() or (0,)
-        finally:
-            probe.close()
-        if not is_index:
-            # Never add tables to a file that is not an evidence index.
-            raise _IndexRefusedError("the index file is not an evidence index")
-        return _open_writable(path)
-
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[apsw.Connection]:
-        """This store's connection under its lock; raises :class:`RateLedgerError` when unusable."""
-        with self._lock:
-            if self.location.mode == "index" and self.location.failure is None and self.index_path is not None:
-                try:
-                    inode: int | None = os.stat(self.index_path).st_ino
-                except FileNotFoundError:
-                    inode = None
-                if inode != self._inode:
-                    if self._conn is not None:
-                        self._conn.close()
-                    self._conn = None
-                    self.location = self._open()
-            if self.location.failure is not None or self._conn is None:
-                raise RateLedgerError(
-                    f"the statistics cache is unusable ({self.location.failure}); no request was sent. "
-                    "An operator must repair or remove the file."
-                )
-            yield self._conn
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-
-class _IndexRefusedError(Exception):
-    """The index path holds something that is not an evidence index."""
 
 
 @dataclass(frozen=True)
@@ -351,76 +197,6 @@ class ResponseCache:
             out["stored_bytes"] += _int(stored)
             out["expired"] += _int(expired)
         return out
-
-
-class RateLedger:
-    """Requests per provider and budget over the last hour, persisted before each request.
-
-    The check and the insert are one ``BEGIN IMMEDIATE`` transaction, so two processes
-    sharing the file cannot both take the last slot, and a restart sees every request
-    already made. Anything unexpected when reading it refuses the request.
-    """
-
-    def __init__(self, store: CacheStore, *, clock: Callable[[], float] = time.time) -> None:
-        self.store = store
-        self.clock = clock
-
-    def _window(self, conn: apsw.Connection, provider: str, bucket: str, now: float) -> list[float]:
-        rows = conn.execute(
-            "SELECT typeof(at), at FROM sdmx_rate_ledger WHERE provider = ? AND bucket = ? AND at > ? ORDER BY at",
-            (provider, bucket, now - WINDOW_S),
-        ).fetchall()
-        times: list[float] = []
-        for kind, at in rows:
-            if kind != "real" or not isinstance(at, float) or at > now + CLOCK_SKEW_S:
-                raise _ImplausibleLedgerError
-            times.append(at)
-        return times
-
-    def acquire(self, provider: str, bucket: Literal["data", "structure"], limit: int) -> None:
-        """Record one request, or raise if the budget is spent or the ledger cannot be trusted."""
-        now = self.clock()
-        with self.store.connection() as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    times = self._window(conn, provider, bucket, now)
-                    if len(times) >= limit:
-                        conn.execute("ROLLBACK")
-                        wait = max(1.0, times[len(times) - limit] + WINDOW_S - now)
-                        raise RateLimitedError(
-                            f"this server's budget of {limit} {bucket} requests per hour to {provider} is spent; "
-                            f"retry in about {int(wait) + 1} s",
-                            retry_after_s=wait,
-                        )
-                    conn.execute(
-                        "INSERT INTO sdmx_rate_ledger(provider, bucket, at) VALUES (?, ?, ?)", (provider, bucket, now)
-                    )
-                    conn.execute("DELETE FROM sdmx_rate_ledger WHERE at <= ?", (now - WINDOW_S,))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if not conn.getautocommit():
-                        conn.execute("ROLLBACK")
-                    raise
-            except (apsw.Error, _ImplausibleLedgerError) as exc:
-                log.error("sdmx_ledger_unusable", provider=provider, error=type(exc).__name__)
-                raise RateLedgerError(
-                    "the request budget ledger cannot be read or is inconsistent; no request was sent "
-                    "(an operator must repair or remove the statistics cache)"
-                ) from None
-
-    def usage(self, provider: str, bucket: str) -> int | None:
-        """Requests in the current window, or None when the ledger cannot be trusted."""
-        now = self.clock()
-        try:
-            with self.store.connection() as conn:
-                return len(self._window(conn, provider, bucket, now))
-        except (apsw.Error, _ImplausibleLedgerError, RateLimitedError):
-            return None
-
-
-class _ImplausibleLedgerError(Exception):
-    """A ledger row of the wrong type or from the future."""
 
 
 def _int(value: object) -> int:

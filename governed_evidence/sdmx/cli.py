@@ -22,7 +22,7 @@ from governed_evidence.sdmx.validate import MAX_CODES_LIMIT, MAX_ROWS_LIMIT, MAX
 if TYPE_CHECKING:
     from governed_evidence.sdmx.service import SdmxService
 
-__all__ = ["add_stats_parser", "print_data", "print_datasets", "print_description"]
+__all__ = ["ServiceFactory", "add_stats_parser", "print_data", "print_datasets", "print_description"]
 
 #: Where the service comes from; tests substitute one with a local transport.
 ServiceFactory = Callable[[argparse.Namespace, Settings], "SdmxService"]

@@ -29,7 +29,17 @@ from governed_evidence.errors import ResponseTooLargeError, UnusableResponseErro
 from governed_evidence.sdmx.formats import Format
 from governed_evidence.sdmx.xml import local, stream
 
-__all__ = ["OBS_VALUE", "TIME_PERIOD", "DataTable", "ordered_columns", "parse_data"]
+__all__ = [
+    "MAX_COLUMNS",
+    "MAX_LABELS",
+    "MAX_LINE_CHARS",
+    "OBS_VALUE",
+    "TIME_PERIOD",
+    "DataTable",
+    "Value",
+    "ordered_columns",
+    "parse_data",
+]
 
 TIME_PERIOD = "TIME_PERIOD"
 OBS_VALUE = "OBS_VALUE"

@@ -11,7 +11,11 @@ or otherwise non-global address (in any literal form a resolver accepts, such as
 sets ``allow_private_network = true``. The plain ``http://127.0.0.1:PORT`` form is the
 explicit local-mirror form and implies it. Host *names* are not resolved here; the client
 checks the addresses a name resolves to when it connects (see
-:mod:`governed_evidence.sdmx.client`).
+:mod:`governed_evidence.sdmx.origin`).
+
+How a provider says "no results" is data too: ``no_results_markers`` lists the words its
+plain-text error body uses for an empty selection (the OECD's ``NoResultsFound``), read
+by :meth:`Provider.says_no_results`; SDMX error 100 means the same from any provider.
 """
 
 from __future__ import annotations
@@ -30,13 +34,33 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from governed_evidence.errors import ConfigError, InvalidRequestError
 from governed_evidence.sdmx.validate import is_agency, validate_provider_id
 
-__all__ = ["Provider", "Providers", "check_base_url", "is_public_address", "load_providers"]
+__all__ = [
+    "DEFAULT_NO_RESULTS_MARKERS",
+    "MAX_NO_RESULTS_MARKERS",
+    "NO_RESULTS_HEAD_BYTES",
+    "PRIVATE_OPT_IN",
+    "Provider",
+    "Providers",
+    "check_base_url",
+    "is_public_address",
+    "load_providers",
+    "url_origin",
+]
 
 _LOOPBACK_HOST = "127.0.0.1"
 _FORMAT_RE = re.compile(r"[A-Za-z0-9._\-]{1,40}")
 #: NAT64 (RFC 6052): a gateway turns these into the IPv4 address in their last 32 bits.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 PRIVATE_OPT_IN = "allow_private_network"
+#: How much of an error body is searched for a no-results marker.
+NO_RESULTS_HEAD_BYTES = 4096
+#: Markers one provider may list, and what one may look like (printable ASCII words).
+MAX_NO_RESULTS_MARKERS = 16
+#: What a provider that does not say otherwise is taken to mean by an empty selection: the
+#: words the OECD's plain-text 404 uses, which this client has always recognised from any
+#: provider. A provider sets ``no_results_markers = []`` to have none.
+DEFAULT_NO_RESULTS_MARKERS = ("noresultsfound", "no results found", "norecordsfound", "no records found")
+_MARKER_RE = re.compile(r"[ -~]{1,64}")
 
 
 def is_public_address(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -57,6 +81,19 @@ def is_public_address(address: str | ipaddress.IPv4Address | ipaddress.IPv6Addre
         if ip in _NAT64:
             return is_public_address(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
     return bool(ip.is_global and not ip.is_multicast)
+
+
+def url_origin(url: str) -> tuple[str, str, int]:
+    """``url``'s (scheme, lower-case host, port), the port defaulted by scheme.
+
+    Raises
+    ------
+    ValueError
+        When the port cannot be read.
+    """
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 def _literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -144,6 +181,9 @@ class Provider(BaseModel):
     data_per_hour: int = Field(default=60, ge=1, le=100_000)
     #: Structure and catalogue requests allowed per hour.
     structure_per_hour: int = Field(default=120, ge=1, le=100_000)
+    #: Words by which this provider's error body says a data query matched nothing (e.g. the
+    #: OECD's plain-text 404 ``NoResultsFound``); matched case-insensitively, kept lower-case.
+    no_results_markers: tuple[str, ...] = DEFAULT_NO_RESULTS_MARKERS
     #: Why the fields above are set as they are.
     notes: str = ""
     #: False removes a bundled provider.
@@ -178,12 +218,25 @@ class Provider(BaseModel):
             raise ValueError("data_format must be a plain word such as csvfilewithlabels")
         return value
 
+    @field_validator("no_results_markers")
+    @classmethod
+    def _markers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > MAX_NO_RESULTS_MARKERS:
+            raise ValueError(f"at most {MAX_NO_RESULTS_MARKERS} no_results_markers")
+        # ASCII only: the body is lower-cased byte by byte, which folds nothing else.
+        if not all(_MARKER_RE.fullmatch(m) and m.strip() for m in value):
+            raise ValueError("each no_results_marker must be 1-64 printable ASCII characters")
+        return tuple(m.lower() for m in value)
+
+    def says_no_results(self, body: bytes) -> bool:
+        """Whether the start of ``body`` carries one of this provider's no-results markers."""
+        head = body[:NO_RESULTS_HEAD_BYTES].lower()
+        return any(marker.encode("ascii") in head for marker in self.no_results_markers)
+
     @property
     def origin(self) -> tuple[str, str, int]:
         """(scheme, host, port) every request to this provider must go to."""
-        parts = urllib.parse.urlsplit(self.base_url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return parts.scheme, (parts.hostname or "").lower(), port
+        return url_origin(self.base_url)
 
     @property
     def private_network_allowed(self) -> bool:

@@ -3,7 +3,7 @@
 They live beside the document tables (never touching them) and are created on first use
 with ``IF NOT EXISTS``, so an index built before this module existed simply gains them.
 All are STRICT: a value of the wrong type is an error at write time, and a ledger that
-reads back anything else is treated as tampered with (see ``cache.RateLedger``).
+reads back anything else is treated as tampered with (see ``ratelimit.RateLedger``).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_ELEMENTS",
     "MAX_NAMES",
+    "MAX_NAME_CHARS",
     "MAX_TOKEN_BYTES",
     "MAX_UNIT_ELEMENTS",
     "MES",

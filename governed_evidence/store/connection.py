@@ -1,41 +1,27 @@
-"""apsw connections with sqlite-vec loaded, and a thread-aware reader for serving.
-
-apsw, not the standard ``sqlite3`` module: many Python builds cannot load SQLite
-extensions, and apsw bundles a current SQLite with FTS5 everywhere.
-"""
+"""Connections to the index (see :mod:`governed_evidence.sqlite`) and a thread-aware reader
+for serving that follows atomic rebuilds."""
 
 from __future__ import annotations
 
 import os
 import threading
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
-import sqlite_vec
 
 from governed_evidence.errors import IndexCorruptError, IndexMissingError
+from governed_evidence.sqlite import open_database
 from governed_evidence.store.meta import IndexMeta
 
 __all__ = ["IndexReader", "connect", "meta_rows", "read_meta"]
 
 
 def connect(path: Path, *, readonly: bool) -> apsw.Connection:
-    """Open ``path`` with sqlite-vec loaded. Read-only opens never create the file."""
-    if readonly:
-        if not path.is_file():
-            raise IndexMissingError("no evidence index found; build one with `governed-evidence ingest --corpus DIR`")
-        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
-        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        conn = apsw.Connection(uri, flags=flags)
-    else:
-        conn = apsw.Connection(str(path))
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-    conn.set_busy_timeout(5000)
-    return conn
+    """Open the index at ``path`` with sqlite-vec loaded. Read-only opens never create the file."""
+    if readonly and not path.is_file():
+        raise IndexMissingError("no evidence index found; build one with `governed-evidence ingest --corpus DIR`")
+    return open_database(path, readonly=readonly)
 
 
 def meta_rows(conn: apsw.Connection) -> dict[str, str]:

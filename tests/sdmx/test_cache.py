@@ -9,11 +9,13 @@ import apsw
 import pytest
 
 from governed_evidence.errors import ProviderUnavailableError
-from governed_evidence.sdmx import cache as cache_module
-from governed_evidence.sdmx.cache import CacheStore, ResponseCache
+from governed_evidence.sdmx import store as store_module
+from governed_evidence.sdmx.cache import ResponseCache
 from governed_evidence.sdmx.providers import load_providers
+from governed_evidence.sdmx.ratelimit import RateLedger
 from governed_evidence.sdmx.schema import carry_over_sql, schema_sql
 from governed_evidence.sdmx.service import SdmxService
+from governed_evidence.sdmx.store import CacheStore
 from governed_evidence.sdmx.urls import catalogue_request
 from tests.sdmx.conftest import ServiceFactory
 from tests.sdmx.helpers import STRUCTURE_CT, FakeClock, FakeProviders, fixture
@@ -52,7 +54,7 @@ def test_read_only_index_falls_back_to_the_configured_path(tmp_path: Path, monke
     before = index.read_bytes()
     real_access = os.access
     # Tests run as root, which ignores permission bits; report the file as not writable.
-    monkeypatch.setattr(cache_module.os, "access", lambda p, mode: False if Path(p) == index else real_access(p, mode))
+    monkeypatch.setattr(store_module.os, "access", lambda p, mode: False if Path(p) == index else real_access(p, mode))
     store = CacheStore(index, tmp_path / "volume" / "cache.sqlite")
     assert store.location.mode == "file"
     assert store.location.reason == "the index file is read-only"
@@ -63,14 +65,14 @@ def test_read_only_index_falls_back_to_the_configured_path(tmp_path: Path, monke
 
 def test_read_only_filesystem_is_detected_by_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     index = _index_file(tmp_path / "evidence.sqlite")
-    real = cache_module._open_writable
+    real = store_module._open_writable
 
     def read_only(path: Path) -> apsw.Connection:
         if path == index:
             raise apsw.ReadOnlyError("attempt to write a readonly database")
         return real(path)
 
-    monkeypatch.setattr(cache_module, "_open_writable", read_only)
+    monkeypatch.setattr(store_module, "_open_writable", read_only)
     store = CacheStore(index, None)
     assert (store.location.mode, store.location.persistent) == ("memory", False)
     assert store.location.reason == "the index file is read-only"
@@ -120,7 +122,7 @@ def test_carry_over_copies_ledger_and_cache_into_a_rebuilt_file(tmp_path: Path, 
     cache = ResponseCache(store, max_bytes=10**9, clock=clock)
     request = catalogue_request(OECD)
     cache.put(request, status=200, content_type=STRUCTURE_CT, body=G20, source_url=request.url, ttl_s=60)
-    cache_module.RateLedger(store, clock=clock).acquire("OECD", "data", 60)
+    RateLedger(store, clock=clock).acquire("OECD", "data", 60)
     store.close()
     new = apsw.Connection(str(tmp_path / "new.sqlite"))
     new.execute(schema_sql())

@@ -437,7 +437,7 @@ def test_a_request_with_dot_segments_is_refused_before_it_is_sent(clock: FakeClo
 def test_a_name_resolving_to_a_private_address_is_not_connected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from governed_evidence.sdmx import client as client_module
+    from governed_evidence.sdmx import origin as origin_module
 
     connected: list[str] = []
 
@@ -448,8 +448,8 @@ def test_a_name_resolving_to_a_private_address_is_not_connected(
         connected.append(str(args))
         raise OSError("no connections in this test")
 
-    monkeypatch.setattr(client_module.socket, "getaddrinfo", resolve)
-    monkeypatch.setattr(client_module.socket, "create_connection", connect)
+    monkeypatch.setattr(origin_module.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(origin_module.socket, "create_connection", connect)
     providers = tmp_path / "providers.toml"
     providers.write_text('[providers.NAMED]\nbase_url = "https://stats.example.test/rest"\n')
     named = load_providers(providers).get("NAMED")

@@ -171,7 +171,7 @@ def test_catalogue_identifiers_are_validated_before_they_reach_a_url(
     service.search_datasets("prices")
     hostile = CatalogueRow(agency=agency, dataset_id=flow, version=version, name="Hostile", description="")
     service.cache.save_catalogue("OECD", hashlib.sha256(body).hexdigest(), [hostile])
-    service._catalogues.clear()
+    service.parsed._catalogues.clear()
     for call in (
         lambda: service.describe_dataset(flow),
         lambda: service.get_data(flow, "all"),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from governed_evidence.errors import ConfigError, InvalidRequestError
-from governed_evidence.sdmx.providers import check_base_url, load_providers
+from governed_evidence.sdmx.providers import DEFAULT_NO_RESULTS_MARKERS, check_base_url, load_providers
 
 
 def test_bundled_providers_and_their_quirks() -> None:
@@ -177,3 +177,42 @@ def test_a_data_format_must_be_an_ascii_word(tmp_path: Path) -> None:
         path.write_text(f'[providers.OECD]\ndata_format = "{bad}"\n')
         with pytest.raises(ConfigError, match="data_format"):
             load_providers(path)
+
+
+def test_no_results_markers_are_provider_data(tmp_path: Path) -> None:
+    providers = load_providers()
+    oecd = providers.get("OECD")
+    # Read from providers.toml, kept lower-case, matched without regard to case.
+    assert oecd.no_results_markers == ("noresultsfound", "no results found", "norecordsfound", "no records found")
+    assert oecd.says_no_results(b"NoResultsFound")
+    assert oecd.says_no_results(b"Error: No Records Found.")
+    assert not oecd.says_no_results(b"Resource not found")
+    # Only the start of a body is looked at.
+    assert not oecd.says_no_results(b" " * 4096 + b"NoResultsFound")
+    # A provider that does not say otherwise keeps the words every provider was read with.
+    assert providers.get("ECB").no_results_markers == DEFAULT_NO_RESULTS_MARKERS
+    assert providers.get("ESTAT").no_results_markers == DEFAULT_NO_RESULTS_MARKERS
+    path = tmp_path / "providers.toml"
+    path.write_text('[providers.MIRROR]\nbase_url = "http://127.0.0.1:8765/rest"\nno_results_markers = []\n')
+    mirror = load_providers(path).get("MIRROR")
+    assert mirror.no_results_markers == ()
+    assert not mirror.says_no_results(b"NoResultsFound")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '[""]',
+        '["   "]',
+        '["Keine Ergebnisse für"]',
+        '["no\\nresults"]',
+        '["' + "x" * 65 + '"]',
+        str(["m"] * 17),
+        '"NoResultsFound"',
+    ],
+)
+def test_no_results_markers_must_be_a_short_list_of_ascii_words(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "providers.toml"
+    path.write_text(f"[providers.OECD]\nno_results_markers = {value}\n")
+    with pytest.raises(ConfigError, match="no_results_markers"):
+        load_providers(path)

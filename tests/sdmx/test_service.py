@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from governed_evidence.errors import InvalidRequestError, NotFoundError, UnusableResponseError
+from governed_evidence.errors import (
+    InvalidRequestError,
+    NotFoundError,
+    ProviderUnavailableError,
+    UnusableResponseError,
+)
 from tests.sdmx.conftest import ServiceFactory
 from tests.sdmx.helpers import (
     CSV_CT,
@@ -99,6 +104,48 @@ def test_oecd_no_results_is_an_empty_result_with_a_hint(make_service: ServiceFac
     data = make_service().get_data(HOUSE, "ZZZ.A..", start_period="2020")
     assert (data.total_rows, data.returned_rows, data.rows, data.format) == (0, 0, [], "none")
     assert "No observations match" in data.hints[0]
+
+
+def test_the_oecd_no_results_marker_is_read_from_the_providers_data(
+    make_service: ServiceFactory, fake: FakeProviders
+) -> None:
+    _oecd(fake)
+    fake.add("/data/", b"NoResultsFound", "text/plain; charset=utf-8", status=404)
+    # Without the OECD's markers its plain-text 404 is an ordinary "not found".
+    with pytest.raises(NotFoundError, match="HTTP 404"):
+        make_service("[providers.OECD]\nno_results_markers = []\n").get_data(HOUSE, "ZZZ.A..", start_period="2020")
+    # An operator's own words for it are read the same way.
+    fake.add("/data/", b"Aucun resultat", "text/plain", status=404)
+    data = make_service('[providers.OECD]\nno_results_markers = ["AUCUN RESULTAT"]\n').get_data(HOUSE, "ZZZ.A..")
+    assert (data.total_rows, data.format) == (0, "none")
+    assert "No observations match" in data.hints[0]
+
+
+def test_a_provider_without_no_results_markers_answers_ordinary_errors_as_before(
+    make_service: ServiceFactory, fake: FakeProviders
+) -> None:
+    toml = (
+        '[providers.PLAIN]\nbase_url = "https://stats.example.org/rest"\ndefault_agency = "ECB"\n'
+        "no_results_markers = []\n"
+    )
+    service = make_service(toml)
+    assert service.providers.get("PLAIN").no_results_markers == ()
+    fake.add("/data/", b"Resource not found", "text/plain", status=404)
+    with pytest.raises(NotFoundError, match="HTTP 404"):
+        service.get_data("EXR", "M.USD", provider="PLAIN")
+    fake.add("/data/", fixture("fmr_error_150.xml"), "application/xml", status=400)
+    with pytest.raises(InvalidRequestError, match=r"HTTP 400, SDMX error 150\); check"):
+        service.get_data("EXR", "M.USD", provider="PLAIN")
+    fake.add("/data/", b"busy", "text/plain", status=500)
+    with pytest.raises(ProviderUnavailableError, match="HTTP 500"):
+        service.get_data("EXR", "M.USD", provider="PLAIN")
+    # SDMX error 100 means an empty selection from any provider; another provider's words do not.
+    no_results = fixture("fmr_error_150.xml").replace(b'code="150"', b'code="100"')
+    fake.add("/data/", no_results, "application/xml", status=404)
+    assert service.get_data("EXR", "M.USD", provider="PLAIN").total_rows == 0
+    fake.add("/data/", b"NoResultsFound", "text/plain", status=404)
+    with pytest.raises(NotFoundError, match="HTTP 404"):
+        service.get_data("EXR", "M.D", provider="PLAIN")
 
 
 def test_key_is_checked_against_a_cached_structure_before_spending_budget(
@@ -248,7 +295,7 @@ def test_parsed_structures_kept_in_memory_are_bounded_by_what_they_hold(
     make_service: ServiceFactory, fake: FakeProviders, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sixteen structures of the largest size each must not stay in memory at once."""
-    from governed_evidence.sdmx import service as service_module
+    from governed_evidence.sdmx import parsed as parsed_module
 
     g20 = fixture("oecd_g20_prices_structure.xml")
     fake.add("/dataflow/OECD.SDD.TPS/DSD_G20_PRICES@DF_G20_PRICES/1.0", g20, STRUCTURE_CT)
@@ -256,8 +303,8 @@ def test_parsed_structures_kept_in_memory_are_bounded_by_what_they_hold(
     fake.add("/dataflow/OECD.SDD.TPS/DSD_G20_PRICES@DF_G20_PRICES/2.0", g20 + b"\n<!-- copy -->\n", STRUCTURE_CT)
     service = make_service()
     service.describe_dataset(G20)
-    weight = next(iter(service._structures.values())).size
+    weight = next(iter(service.parsed._structures.values())).size
     assert weight > 0
-    monkeypatch.setattr(service_module, "_STRUCTURE_MEMO_ITEMS", weight + 1)
+    monkeypatch.setattr(parsed_module, "_STRUCTURE_MEMO_ITEMS", weight + 1)
     service.describe_dataset(G20.replace(",1.0", ",2.0"))
-    assert len(service._structures) == 1
+    assert len(service.parsed._structures) == 1

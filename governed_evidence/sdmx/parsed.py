@@ -1,0 +1,107 @@
+"""Cached responses in their parsed forms: structures, catalogues and data tables.
+
+These are the ``parse`` steps of the fetch path (:class:`~governed_evidence.sdmx.fetch.Fetcher`):
+each checks that the provider sent the kind of message asked for before parsing it.
+Parsing a large structure or catalogue is the expensive part of an answer, so the parsed
+forms are kept per response body (by its SHA-256): a catalogue is parsed once, not once
+per search, and its rows are persisted in the cache for the next process. The structures
+kept in memory are bounded by count and by the items they hold together.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from governed_evidence.errors import UnusableResponseError
+from governed_evidence.sdmx.artefacts import StructureMessage
+from governed_evidence.sdmx.cache import CacheEntry, ResponseCache
+from governed_evidence.sdmx.catalogue import CatalogueIndex, parse_catalogue
+from governed_evidence.sdmx.data import DataTable, parse_data
+from governed_evidence.sdmx.formats import Format, detect
+from governed_evidence.sdmx.providers import Provider
+from governed_evidence.sdmx.structure import MAX_CODES, error_codes, parse_structure
+
+__all__ = ["ParsedResponses"]
+
+#: Parsed structures kept in memory (keyed by body hash), by count and by the items they
+#: hold together: one message may hold up to MAX_CODES, sixteen such must not pile up.
+_STRUCTURE_MEMO = 16
+_STRUCTURE_MEMO_ITEMS = MAX_CODES
+
+
+def _empty() -> DataTable:
+    return DataTable([], [], 0, {}, set())
+
+
+class ParsedResponses:
+    """Parses cache entries, memoising structures and catalogues per body; thread-safe."""
+
+    def __init__(self, cache: ResponseCache, *, max_rows_parsed: int) -> None:
+        self.cache = cache
+        self.max_rows_parsed = max_rows_parsed
+        self._lock = threading.Lock()
+        self._catalogues: dict[str, tuple[str, CatalogueIndex]] = {}
+        self._structures: OrderedDict[str, StructureMessage] = OrderedDict()
+
+    def structure(self, entry: CacheEntry) -> StructureMessage:
+        """The structure message in ``entry``.
+
+        Raises
+        ------
+        UnusableResponseError
+            When the entry is not a success or holds another kind of message.
+        """
+        if not 200 <= entry.status < 300:
+            raise UnusableResponseError("the provider sent no structure")
+        key = entry.body_sha256
+        with self._lock:
+            memo = self._structures.get(key)
+            if memo is not None:
+                self._structures.move_to_end(key)
+                return memo
+        fmt = detect(entry.content_type, entry.body)
+        if fmt != "structure":
+            raise UnusableResponseError(f"expected a structure message from the provider, got {fmt}")
+        message = parse_structure(entry.body)
+        with self._lock:
+            self._structures[key] = message
+            while len(self._structures) > 1 and (
+                len(self._structures) > _STRUCTURE_MEMO
+                or sum(m.size for m in self._structures.values()) > _STRUCTURE_MEMO_ITEMS
+            ):
+                self._structures.popitem(last=False)
+        return message
+
+    def catalogue(self, entry: CacheEntry) -> CatalogueIndex:
+        """The provider's dataflow catalogue in ``entry``, searchable (one per provider kept)."""
+        key = entry.body_sha256
+        with self._lock:
+            memo = self._catalogues.get(entry.provider)
+            if memo is not None and memo[0] == key:
+                return memo[1]
+        rows = self.cache.load_catalogue(entry.provider, key)
+        if rows is None:
+            fmt = detect(entry.content_type, entry.body)
+            if fmt != "structure":
+                raise UnusableResponseError(f"expected the provider's dataflow catalogue, got {fmt}")
+            rows = parse_catalogue(entry.body)
+            self.cache.save_catalogue(entry.provider, key, rows)
+        index = CatalogueIndex(rows)
+        with self._lock:
+            self._catalogues[entry.provider] = (key, index)
+        return index
+
+    def table(self, provider: Provider, entry: CacheEntry, keep: int) -> tuple[DataTable, Format | None]:
+        """The data in ``entry`` (its first ``keep`` rows), and its format; an empty selection is an empty table."""
+        if entry.status == 404:
+            # Cached only when it meant an empty selection (see fetch.check_status).
+            return _empty(), None
+        fmt = detect(entry.content_type, entry.body)
+        if fmt == "text" and provider.says_no_results(entry.body):
+            return _empty(), None
+        if fmt == "error":
+            if "100" in error_codes(entry.body):
+                return _empty(), None
+            raise UnusableResponseError("the provider answered with an SDMX error message")
+        return parse_data(fmt, entry.body, keep=keep, max_rows=self.max_rows_parsed), fmt
