@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from governed_evidence.config import Classification
@@ -19,7 +20,7 @@ from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.frontmatter import FRONT_MATTER_LIMIT
 from governed_evidence.ingest.guards import check_name, check_source_location
 from governed_evidence.ingest.passages import MAX_PASSAGE_CHARS
-from governed_evidence.ingest.sources import Source, hard_link_groups, sources
+from governed_evidence.ingest.sources import Names, Source, hard_link_groups, sources
 from governed_evidence.store.schema import SCHEMA_VERSION
 
 __all__ = ["INGEST_LOGIC_VERSION", "corpus_fingerprint", "fingerprint"]
@@ -76,6 +77,7 @@ def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: in
 def fingerprint(
     root: Path,
     sources: list[Source],
+    groups: Mapping[PurePosixPath, Names],
     identity: ModelIdentity,
     *,
     ceiling: Classification,
@@ -99,7 +101,6 @@ def fingerprint(
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     # Unsupported files never reach the index; they are listed by path (an added or removed
     # one still rebuilds, conservatively) but never opened.
-    groups = hard_link_groups(root, sources)
     entries = sorted(
         (
             str(s.rel),
@@ -139,9 +140,12 @@ def corpus_fingerprint(
     sizes or per-file hashes, so it names nothing, above the ceiling or not. It is content
     based, not time based: touching a file (a new modification time, the same bytes) keeps it.
     """
+    root = corpus.resolve()
+    considered = sources(corpus)
     return fingerprint(
-        corpus.resolve(),
-        sources(corpus),
+        root,
+        considered,
+        hard_link_groups(root, considered),
         identity,
         ceiling=ceiling,
         default_classification=default_classification,

@@ -134,14 +134,21 @@ def _closes(line: str) -> bool:
 
 
 def parse_front_matter(text: str) -> FrontMatter:
-    """The front matter at the start of ``text`` (sanitised here too, so any text will do)."""
-    lines = strip_invisible(text).split("\n")
-    if not _opens(lines[0]):
+    """The front matter at the start of ``text``.
+
+    Only the lines up to the closing fence are read, each sanitised here too (so any text
+    will do); the loaders pass a whole document, and the rest of it costs nothing here.
+    """
+    lines = text.split("\n")
+    if not _opens(strip_invisible(lines[0])):
         return FrontMatter()
+    inside: list[str] = []
     for i in range(1, len(lines)):
-        if not _closes(lines[i]):
+        line = strip_invisible(lines[i])
+        if not _closes(line):
+            inside.append(line)
             continue
-        raw = "\n".join(lines[1:i])
+        raw = "\n".join(inside)
         data, repeated = _load(raw) if raw.strip() else ({}, [])
         if data is None:
             data = {}

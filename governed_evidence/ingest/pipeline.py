@@ -85,11 +85,14 @@ def ingest_corpus(
     started = time.perf_counter()
     root = corpus.resolve()
     considered = sources(corpus)
+    # Which names are one file: the fingerprint covers it and the build uses it (one walk).
+    groups = hard_link_groups(root, considered)
     # Taken before anything is parsed: a file changed while this build runs then differs
     # from the stored fingerprint next time, so it is rebuilt rather than wrongly kept.
     digest = fingerprint(
         root,
         considered,
+        groups,
         identity,
         ceiling=ceiling,
         default_classification=default_classification,
@@ -116,7 +119,6 @@ def ingest_corpus(
     # the next ingest rebuilds instead of keeping the rejection.
     deterministic = True
     prepared: list[Prepared] = []
-    groups = hard_link_groups(root, considered)
     for source in considered:
         path, rel = source.path, source.rel
         if not source.supported:

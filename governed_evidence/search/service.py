@@ -71,10 +71,6 @@ class SearchService:
         self._keyword = KeywordRanker()
         self._integrity: dict[tuple[int, int], str] = {}
 
-    def embedder(self) -> Embedder | None:
-        """The query embedder, loaded once; None if unavailable."""
-        return self.query_embedder.get()
-
     def warm(self) -> None:
         """Load the query embedder and the in-memory vectors now (serving calls it at start)."""
         self.query_embedder.get()
