@@ -140,7 +140,7 @@ def prepare_document(
     # The title and the heading path are stored and served with every passage (and a
     # heading names its citation id), so a credential there is refused as well.
     if refuse(doc.title):
-        doc.title = _fallback_title(path)
+        doc.title = fallback
     for block in kept:
         block.headings = tuple(h for h in block.headings if not find_credentials(h))
     chunks = []
