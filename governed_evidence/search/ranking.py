@@ -4,11 +4,7 @@ Reciprocal rank fusion picks the candidates; each gets its similarity, keyword c
 and the query's background similarity, combined into the calibrated confidence the gate
 thresholds. Nothing is withheld here: the gate decides that (:mod:`gate`).
 
-Last, documents come first (:func:`documents_first`): every document's best passage, in
-ranking order, before any document's second. Three passages of one wrong page otherwise
-fill the top three; the order in which documents first appear is unchanged, so every
-document-level figure is too. The caller reads further into a document with
-``read_passage`` and ``context``.
+What the gate keeps is then served documents first (:mod:`diversity`).
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ from governed_evidence.search.gate import Signals, background_similarity, calibr
 from governed_evidence.search.limits import SearchMode
 from governed_evidence.search.rows import Passage
 
-__all__ = ["CANDIDATES", "RERANK_DEPTH", "Candidate", "Ranking", "assemble", "documents_first"]
+__all__ = ["CANDIDATES", "RERANK_DEPTH", "Candidate", "Ranking", "assemble"]
 
 #: How many candidates each ranking contributes before fusion and gating.
 CANDIDATES = 50
@@ -80,24 +76,4 @@ def assemble(
         # confidence the gate uses, so a result never outranks a more confident one.
         # Measured on the tuning slices: paraphrase hit@3 0.76 -> 0.81, answerable unchanged.
         candidates[:RERANK_DEPTH] = sorted(candidates[:RERANK_DEPTH], key=lambda c: -c.confidence)
-    return documents_first(candidates)
-
-
-def documents_first(candidates: list[Candidate]) -> list[Candidate]:
-    """Each document's first passage, then each one's second, and so on; stable within a round.
-
-    Chosen on the tuning corpora (evals/tuning, the sample corpus), not on validation:
-    passage-level paraphrase hit@3 of the hybrid list went from 0.90/0.64/0.76/0.72 to
-    1.00/0.72/0.76/0.84 (sample, SOC 2, GitHub, GDS Way) and the right page in the top 10
-    from 1.00/0.96/0.84/0.92 to 1.00/0.96/0.92/1.00; capping a document at one or two
-    passages in the top 5, 10 or 20 instead moved less. Answerable hit@1 is unchanged by
-    construction (the first passage stays first).
-    """
-    seen: dict[str, int] = {}
-    rounds: list[int] = []
-    for candidate in candidates:
-        n = seen.get(candidate.document, 0)
-        seen[candidate.document] = n + 1
-        rounds.append(n)
-    order = sorted(range(len(candidates)), key=lambda i: (rounds[i], i))
-    return [candidates[i] for i in order]
+    return candidates

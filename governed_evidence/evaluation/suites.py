@@ -1,0 +1,247 @@
+"""Question suites over real corpora: per-corpus slice tables for tuning and for validation.
+
+A suite (``evals/suites.toml``) names corpora, each with its question file. Every corpus gets
+a fresh index (or one kept in a cache folder, rebuilt only when its files change), and every
+retrieval question is scored three ways at once:
+
+* as the release gate scores it: strict confidence, 8 results, distinct documents in order;
+* at ``confidence normal`` with 10 results: is the right page among them (``page@10``)?
+* before the gate: is the right page among the first 10 or 50 candidates of the mode's own
+  ranking (``recall@10``, ``recall@50``)? No reordering of candidates can pass this bound.
+
+Unanswerable questions are scored by abstention at both confidence levels. Corpora missing
+on this machine are skipped and said so: the corpora are not part of the repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from governed_evidence.config import Classification, parse_level
+from governed_evidence.embeddings.base import Embedder
+from governed_evidence.errors import ConfigError, GovernedEvidenceError
+from governed_evidence.evaluation.questions import Question, load_questions
+from governed_evidence.evaluation.runner import SliceReport
+from governed_evidence.search.limits import SearchMode
+
+# The CLI imports this module's parent on every command; the search service (and with it
+# numpy and the vector code) is imported when a suite runs.
+if TYPE_CHECKING:
+    from governed_evidence.search.service import SearchService
+
+__all__ = ["SUITES", "CorpusSpec", "SuiteRun", "load_suite", "run_suite", "score_corpus"]
+
+#: The suites ``evals/suites.toml`` may define.
+SUITES = ("tuning", "validation")
+#: Results asked for when scoring as the gate does, and at ``confidence normal``.
+_STRICT_LIMIT = 8
+_NORMAL_LIMIT = 10
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    name: str
+    #: The folder indexed (or the root that ``folders`` are taken from).
+    root: Path
+    questions: Path
+    #: Sub-folders of ``root`` that make up the corpus (empty: all of ``root``).
+    folders: tuple[str, ...] = ()
+    #: Level given to documents without a classification label.
+    default_classification: Classification = Classification.PUBLIC
+    #: Ceiling of the caller the questions are asked as.
+    ceiling: Classification = Classification.PUBLIC
+
+
+@dataclass
+class SuiteRun:
+    reports: list[SliceReport]
+    #: Corpus name -> why it was not scored (absent on this machine).
+    skipped: dict[str, str]
+    #: Corpus name -> passages indexed.
+    passages: dict[str, int]
+
+
+def load_suite(path: Path, suite: str, base: Path) -> list[CorpusSpec]:
+    """The corpora of ``suite`` in the TOML file at ``path``; relative paths are from ``base``."""
+    if suite not in SUITES:
+        raise ConfigError(f"unknown suite {suite!r}; choose one of: {', '.join(SUITES)}")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read the suites file {path.name}: {exc}") from None
+    table = raw.get(suite)
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"{path.name} defines no corpora for the {suite} suite")
+    specs: list[CorpusSpec] = []
+    for name, entry in table.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("corpus"), str):
+            raise ConfigError(f'{path.name} [{suite}.{name}] needs corpus = "folder" and questions = "file"')
+        try:
+            specs.append(
+                CorpusSpec(
+                    name=name,
+                    root=base / entry["corpus"],
+                    questions=base / str(entry["questions"]),
+                    folders=tuple(str(f) for f in entry.get("folders", ())),
+                    default_classification=parse_level(str(entry.get("default_classification", "public"))),
+                    ceiling=parse_level(str(entry.get("ceiling", "public"))),
+                )
+            )
+        except (KeyError, GovernedEvidenceError) as exc:
+            raise ConfigError(f"{path.name} [{suite}.{name}]: {exc}") from None
+    return specs
+
+
+@contextmanager
+def _corpus_folder(spec: CorpusSpec) -> Iterator[Path]:
+    """The folder to ingest: ``root`` itself, or a scratch copy of the named sub-folders."""
+    if not spec.folders:
+        yield spec.root
+        return
+    with tempfile.TemporaryDirectory(prefix=f"ge-suite-{spec.name}-") as scratch:
+        target = Path(scratch) / spec.name
+        for folder in spec.folders:
+            shutil.copytree(spec.root / folder, target / folder, symlinks=True)
+        yield target
+
+
+def _absent(spec: CorpusSpec) -> str | None:
+    if not spec.root.is_dir():
+        return f"corpus folder {spec.root} is absent on this machine"
+    missing = [f for f in spec.folders if not (spec.root / f).is_dir()]
+    if missing:
+        return f"corpus sub-folder {missing[0]} is absent under {spec.root}"
+    if not spec.questions.is_file():
+        return f"question file {spec.questions} is absent"
+    return None
+
+
+def score_corpus(
+    name: str,
+    questions: list[Question],
+    service: SearchService,
+    mode: SearchMode,
+) -> list[SliceReport]:
+    """The retrieval and abstention slices of one corpus, named ``name:slice``."""
+    reports: list[SliceReport] = []
+    for slice_name in ("answerable", "paraphrase"):
+        chosen = [q for q in questions if q.slice == slice_name]
+        if chosen:
+            reports.append(_retrieval(f"{name}:{slice_name}", chosen, service, mode))
+    unanswerable = [q for q in questions if q.slice == "unanswerable"]
+    if unanswerable:
+        reports.append(_abstention(f"{name}:unanswerable", unanswerable, service, mode))
+    return reports
+
+
+def _distinct(documents: list[str]) -> list[str]:
+    return list(dict.fromkeys(documents))
+
+
+def _retrieval(label: str, questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
+    report = SliceReport(label, mode)
+    totals = dict.fromkeys(
+        ("hit@1", "hit@3", "mrr", "false_abstention", "normal_hit@3", "page@10", "recall@10", "recall@50"), 0.0
+    )
+    for q in questions:
+        expected = set(q.expected)
+        strict = service.search(q.question, limit=_STRICT_LIMIT, mode=mode, confidence_level="strict")
+        docs = _distinct([r.document for r in strict.results])
+        rank = next((i + 1 for i, d in enumerate(docs) if d in expected), None)
+        report.n += 1
+        if strict.status == "NO_RELEVANT_CONTEXT":
+            totals["false_abstention"] += 1
+            report.failures.append({"id": q.id, "outcome": "false_abstention"})
+        elif rank is not None and rank <= 3:
+            report.passed += 1
+        else:
+            report.failures.append({"id": q.id, "outcome": "miss", "got": docs[:3]})
+        if rank is not None and strict.status != "NO_RELEVANT_CONTEXT":
+            totals["hit@1"] += rank == 1
+            totals["hit@3"] += rank <= 3
+            totals["mrr"] += 1.0 / rank
+        normal = service.search(q.question, limit=_NORMAL_LIMIT, mode=mode, confidence_level="normal")
+        normal_docs = [r.document for r in normal.results]
+        totals["normal_hit@3"] += any(d in expected for d in _distinct(normal_docs)[:3])
+        totals["page@10"] += any(d in expected for d in normal_docs)
+        ranked = [c.document for c in service.rank(q.question, mode).candidates]
+        totals["recall@10"] += any(d in expected for d in ranked[:10])
+        totals["recall@50"] += any(d in expected for d in ranked[:50])
+    n = max(report.n, 1)
+    report.metrics = {k: v / n for k, v in totals.items()}
+    return report
+
+
+def _abstention(label: str, questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
+    report = SliceReport(label, mode)
+    normal_abstained = 0
+    for q in questions:
+        report.n += 1
+        strict = service.search(q.question, limit=_STRICT_LIMIT, mode=mode, confidence_level="strict")
+        if strict.status == "NO_RELEVANT_CONTEXT":
+            report.passed += 1
+        else:
+            top = strict.results[0]
+            report.failures.append(
+                {"id": q.id, "outcome": "false_answer", "document": top.document, "confidence": top.confidence}
+            )
+        normal = service.search(q.question, limit=_STRICT_LIMIT, mode=mode, confidence_level="normal")
+        normal_abstained += normal.status == "NO_RELEVANT_CONTEXT"
+    n = max(report.n, 1)
+    report.metrics = {"abstention_rate": report.passed / n, "normal_abstention_rate": normal_abstained / n}
+    return report
+
+
+def run_suite(
+    specs: list[CorpusSpec],
+    embedder: Embedder,
+    modes: tuple[SearchMode, ...],
+    *,
+    cache_dir: Path | None = None,
+    gate_enabled: bool = True,
+    progress: Callable[[str], None] = lambda line: None,
+) -> SuiteRun:
+    """Index every corpus present (in ``cache_dir`` when given) and score its questions."""
+    from governed_evidence.ingest.pipeline import ingest_corpus
+    from governed_evidence.search.service import SearchService
+
+    run = SuiteRun([], {}, {})
+    with ExitStack() as stack:
+        folder = cache_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ge-suite-")))
+        folder.mkdir(parents=True, exist_ok=True)
+        for spec in specs:
+            reason = _absent(spec)
+            if reason is not None:
+                run.skipped[spec.name] = reason
+                progress(f"{spec.name}: skipped ({reason})")
+                continue
+            db = folder / f"{spec.name}.sqlite"
+            with _corpus_folder(spec) as corpus:
+                built = ingest_corpus(
+                    corpus,
+                    db,
+                    embedder,
+                    ceiling=Classification.RESTRICTED,
+                    default_classification=spec.default_classification,
+                    progress=None,
+                )
+            run.passages[spec.name] = built.passages
+            done = "index kept (corpus unchanged)" if built.unchanged else f"{built.passages} passages indexed"
+            progress(f"{spec.name}: {done}")
+            # As the server searches: the vectors held in memory.
+            service = SearchService(
+                db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, gate_enabled=gate_enabled,
+                vector_memory_bytes=1 << 30,
+            )  # fmt: skip
+            questions = load_questions(spec.questions)
+            for mode in modes:
+                run.reports.extend(score_corpus(spec.name, questions, service, mode))
+            service.close()
+    return run

@@ -1,0 +1,42 @@
+"""Documents first: every document's best passage, in ranking order, before any document's second.
+
+Three passages of one wrong page otherwise fill the top three results. The gate applies it
+to what it keeps (:func:`gate.apply_gate`), after the threshold and before the limit, so a
+document whose best passage was withheld is not pushed down by it, and the order in which
+documents first appear among the kept passages is unchanged: every document-level figure is
+too. The caller reads further into a document with ``read_passage`` and ``context``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar
+
+__all__ = ["documents_first"]
+
+
+class _InDocument(Protocol):
+    @property
+    def document(self) -> str: ...
+
+
+D = TypeVar("D", bound=_InDocument)
+
+
+def documents_first(candidates: list[D]) -> list[D]:
+    """Each document's first passage, then each one's second, and so on; stable within a round.
+
+    Chosen on the tuning corpora (evals/tuning, the sample corpus), not on validation:
+    passage-level paraphrase hit@3 of the hybrid list went from 0.90/0.64/0.76/0.72 to
+    1.00/0.72/0.76/0.84 (sample, SOC 2, GitHub, GDS Way) and the right page in the top 10
+    from 1.00/0.96/0.84/0.92 to 1.00/0.96/0.92/1.00; capping a document at one or two
+    passages in the top 5, 10 or 20 instead moved less. Answerable hit@1 is unchanged by
+    construction (the first passage stays first).
+    """
+    seen: dict[str, int] = {}
+    rounds: list[int] = []
+    for candidate in candidates:
+        n = seen.get(candidate.document, 0)
+        seen[candidate.document] = n + 1
+        rounds.append(n)
+    order = sorted(range(len(candidates)), key=lambda i: (rounds[i], i))
+    return [candidates[i] for i in order]

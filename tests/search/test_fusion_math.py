@@ -1,0 +1,208 @@
+"""The fusion and the document interleaving as mathematics, without an index or a model.
+
+Expected scores are worked out by hand from the RRF formula in the comments: an item at
+rank r of a list contributes ``weight / (k + r)``; a keyword contribution is further
+multiplied by ``coverage ** 0.5`` (the coverage exponent).
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import pairwise
+
+import pytest
+
+from governed_evidence.search.diversity import documents_first
+from governed_evidence.search.fusion import COVERAGE_EXPONENT, RRF_K, Fused, fuse
+from governed_evidence.search.gate import Signals
+from governed_evidence.search.ranking import Candidate
+from governed_evidence.search.rows import Passage
+
+SEED = 20240611
+CASES = 200
+
+
+def _ids(items: list[Fused]) -> list[int]:
+    return [f.passage_id for f in items]
+
+
+def test_constants_the_hand_computations_assume() -> None:
+    assert RRF_K == 60
+    assert COVERAGE_EXPONENT == 0.5
+
+
+def test_item_in_both_lists_sums_both_contributions() -> None:
+    out = {f.passage_id: f for f in fuse([1, 2], [2, 3], {1: 0.25, 2: 1.0})}
+    # id 2: keyword rank 2 at full coverage (1**0.5 = 1) -> 1/62; semantic rank 1 -> 1/61.
+    assert out[2].score == pytest.approx(1 / 62 + 1 / 61, rel=1e-12)
+    assert (out[2].keyword_rank, out[2].semantic_rank) == (2, 1)
+    # id 1: keyword rank 1 only, coverage 0.25 -> 0.25**0.5 = 0.5 -> 0.5/61.
+    assert out[1].score == pytest.approx(0.5 / 61, rel=1e-12)
+    assert (out[1].keyword_rank, out[1].semantic_rank) == (1, None)
+    # id 3: semantic rank 2 only -> 1/62; coverage never touches the semantic side.
+    assert out[3].score == pytest.approx(1 / 62, rel=1e-12)
+    assert (out[3].keyword_rank, out[3].semantic_rank) == (None, 2)
+    # 1/61+1/62 > 1/62 > 0.5/61: the half-covered keyword hit falls below a semantic-only one.
+    assert _ids(fuse([1, 2], [2, 3], {1: 0.25, 2: 1.0})) == [2, 3, 1]
+
+
+def test_weights_and_k_arguments() -> None:
+    [item] = fuse([7], [7], {7: 0.09}, k=10, keyword_weight=2.0, semantic_weight=0.5)
+    # keyword: 2.0 * 0.09**0.5 / (10+1) = 0.6/11; semantic: 0.5 / 11; total 1.1/11 = 0.1.
+    assert item.score == pytest.approx(0.1, rel=1e-12)
+    only_semantic = fuse([], [4, 5], {}, semantic_weight=3.0)[0]
+    assert only_semantic.score == pytest.approx(3.0 / 61, rel=1e-12)  # 3.0 / (60 + 1)
+
+
+def test_zero_or_missing_coverage_zeroes_the_keyword_contribution() -> None:
+    out = {f.passage_id: f for f in fuse([5, 6], [6], {5: 0.0})}
+    assert out[5].score == 0.0  # 0.0**0.5 = 0, still listed as a keyword match
+    assert out[5].matched_by == "keyword"
+    # id 6 has no coverage entry (read as 0): only its semantic rank 1 counts, 1/61.
+    assert out[6].score == pytest.approx(1 / 61, rel=1e-12)
+    assert out[6].matched_by == "both"
+
+
+def test_ties_break_on_semantic_rank_before_keyword_rank_and_id() -> None:
+    # k=0 makes exact ties: id 9 semantic rank 1 -> 1/1 = 1.0; id 3 semantic rank 2 (1/2)
+    # plus keyword rank 1 at coverage 0.25 (0.5/1) -> 1.0. Semantic rank 1 wins although
+    # id 3 has the better keyword rank and the smaller id.
+    out = fuse([3], [9, 3], {3: 0.25}, k=0)
+    assert [(f.passage_id, f.score) for f in out] == [(9, 1.0), (3, 1.0)]
+    # id 8 semantic rank 2 only -> 1/2; id 2 keyword rank 1 at coverage 0.25 -> 0.5/1.
+    # Tie: a semantic rank beats none, although id 2 has keyword rank 1 and the smaller id.
+    out = fuse([2], [1, 8], {2: 0.25}, k=0)
+    assert [(f.passage_id, f.score) for f in out] == [(1, 1.0), (8, 0.5), (2, 0.5)]
+
+
+def test_ties_without_semantic_ranks_break_on_keyword_rank() -> None:
+    # Both uncovered keyword hits score 0; keyword rank decides, not the passage id.
+    assert _ids(fuse([9, 4], [], {})) == [9, 4]
+    assert _ids(fuse([4, 9], [], {})) == [4, 9]
+
+
+def test_matched_by() -> None:
+    out = {f.passage_id: f.matched_by for f in fuse([1, 2], [2, 3], {1: 1.0, 2: 1.0})}
+    assert out == {1: "keyword", 2: "both", 3: "semantic"}
+
+
+def test_empty_inputs() -> None:
+    assert fuse([], [], {}) == []
+    assert fuse([], [], {1: 1.0}) == []  # coverage alone lists nothing
+    assert _ids(fuse([3, 1], [], {3: 1.0, 1: 1.0})) == [3, 1]
+    assert _ids(fuse([], [3, 1], {})) == [3, 1]
+
+
+def _random_case(rng: random.Random) -> tuple[list[int], list[int], dict[int, float]]:
+    pool = list(range(40))
+    keyword = rng.sample(pool, rng.randint(0, 20))
+    semantic = rng.sample(pool, rng.randint(0, 20))
+    coverage = {pid: rng.random() for pid in keyword if rng.random() < 0.8}
+    return keyword, semantic, coverage
+
+
+def test_random_lists_fuse_to_a_sorted_permutation_of_the_union() -> None:
+    rng = random.Random(SEED)
+    for _ in range(CASES):
+        keyword, semantic, coverage = _random_case(rng)
+        out = fuse(keyword, semantic, coverage)
+        ids = _ids(out)
+        assert len(ids) == len(set(ids))
+        assert set(ids) == set(keyword) | set(semantic)
+        scores = [f.score for f in out]
+        assert all(a >= b for a, b in pairwise(scores))
+        for f in out:
+            kr = keyword.index(f.passage_id) + 1 if f.passage_id in keyword else None
+            sr = semantic.index(f.passage_id) + 1 if f.passage_id in semantic else None
+            assert (f.keyword_rank, f.semantic_rank) == (kr, sr)
+            expected = (coverage.get(f.passage_id, 0.0) ** 0.5 / (60 + kr) if kr else 0.0) + (
+                1 / (60 + sr) if sr else 0.0
+            )
+            assert f.score == pytest.approx(expected, rel=1e-12)
+
+
+def test_first_in_both_lists_at_full_coverage_is_first() -> None:
+    rng = random.Random(SEED + 1)
+    for _ in range(CASES):
+        keyword, semantic, coverage = _random_case(rng)
+        top = 99  # outside the pool of the random lists
+        coverage[top] = 1.0
+        # 2/61 against at most 1/62 + 1/62 for anyone else.
+        assert fuse([top, *keyword], [top, *semantic], coverage)[0].passage_id == top
+
+
+def _candidate(pid: int, document: str) -> Candidate:
+    row = Passage(
+        id=pid,
+        citation_id=f"c{pid}",
+        document=document,
+        title="t",
+        heading="h",
+        line_start=None,
+        line_end=None,
+        page_start=None,
+        page_end=None,
+        classification=0,
+        text="x",
+        ordinal=pid,
+        document_id=0,
+        superseded_by=None,
+        search_text="x",
+    )
+    return Candidate(Fused(pid, 0.0, None, pid), Signals(None, 0.0, False), 0.0, row)
+
+
+def _build(documents: list[str]) -> list[Candidate]:
+    return [_candidate(i, d) for i, d in enumerate(documents)]
+
+
+def _pids(candidates: list[Candidate]) -> list[int]:
+    return [c.row.id for c in candidates]
+
+
+def test_documents_first_worked_example() -> None:
+    # Rounds: a0 a1 b0 a2 c0 b1 -> round 0 (0, 2, 4), round 1 (1, 5), round 2 (3).
+    out = documents_first(_build(["a", "a", "b", "a", "c", "b"]))
+    assert _pids(out) == [0, 2, 4, 1, 5, 3]
+    assert [c.document for c in out] == ["a", "b", "c", "a", "b", "a"]
+
+
+def test_documents_first_edge_cases() -> None:
+    assert documents_first([]) == []
+    assert _pids(documents_first(_build(["a", "a", "a"]))) == [0, 1, 2]
+    assert _pids(documents_first(_build(["a", "b", "c"]))) == [0, 1, 2]
+
+
+def _first_appearances(documents: list[str]) -> list[str]:
+    return list(dict.fromkeys(documents))
+
+
+def test_documents_first_properties_over_random_lists() -> None:
+    rng = random.Random(SEED + 2)
+    for _ in range(CASES):
+        documents = [rng.choice("abcdef") for _ in range(rng.randint(0, 25))]
+        candidates = _build(documents)
+        out = documents_first(candidates)
+        # A permutation of the very same objects.
+        assert sorted(_pids(out)) == list(range(len(candidates)))
+        assert all(any(c is o for c in candidates) for o in out)
+        # The round of each output item (its index within its document, counted in the input).
+        seen: dict[str, int] = {}
+        round_of: dict[int, int] = {}
+        for c in candidates:
+            round_of[c.row.id] = seen.get(c.document, 0)
+            seen[c.document] = round_of[c.row.id] + 1
+        rounds = [round_of[c.row.id] for c in out]
+        # Every first passage precedes every second one, and so on.
+        assert rounds == sorted(rounds)
+        # Stable within a round: input order kept.
+        for r in set(rounds):
+            in_round = [c.row.id for c in out if round_of[c.row.id] == r]
+            assert in_round == sorted(in_round)
+        # Documents first appear in the same order; each document's passages keep their order.
+        assert _first_appearances([c.document for c in out]) == _first_appearances(documents)
+        for d in set(documents):
+            mine = [c.row.id for c in out if c.document == d]
+            assert mine == sorted(mine)
+        # Idempotent.
+        assert _pids(documents_first(out)) == _pids(out)
