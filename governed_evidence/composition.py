@@ -36,6 +36,7 @@ def search_service(
     serving: bool = False,
 ) -> SearchService:
     from governed_evidence.embeddings.factory import make_embedder
+    from governed_evidence.search.rerank import make_reranker
     from governed_evidence.search.service import SearchService
 
     return SearchService(
@@ -45,6 +46,8 @@ def search_service(
         gate_enabled=settings.gate == "on",
         # A one-shot command answers one query: copying every vector first would cost more.
         vector_memory_bytes=settings.vector_memory_mb * 2**20 if serving else 0,
+        # None unless the operator turned it on (ADR 0008); its HTTP client is made on first use.
+        reranker=make_reranker(settings),
     )
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import enum
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from governed_evidence.errors import ConfigError
@@ -84,6 +85,26 @@ class Settings(BaseSettings):
     gate: Literal["on", "off"] = "on"
     log_level: str = "INFO"
 
+    # Optional second-stage reranker (ADR 0008). It sees only passages the ceiling and the
+    # gate have already let through, and any failure keeps the search's own order.
+    #: "rerank-api": POST {base}/rerank (Cohere, Jina, Infinity, llama.cpp, TEI);
+    #: "chat-grader": an OpenAI-compatible chat model grades each passage 0-3.
+    reranker: Literal["off", "rerank-api", "chat-grader"] = "off"
+    #: Base URL of the endpoint (without /rerank or /v1/chat/completions).
+    reranker_base_url: str = "http://127.0.0.1:8080"
+    #: Model name sent with every request; required when the reranker is on.
+    reranker_model: str = ""
+    reranker_api_key: SecretStr | None = None
+    #: Request body of the rerank API: "documents" (Cohere, Jina, Infinity, llama.cpp) or "tei".
+    reranker_api_flavour: Literal["documents", "tei"] = "documents"
+    #: How many of the gate's eligible passages are sent (the best ones, in the search's order).
+    reranker_top_n: int = Field(default=20, ge=1, le=50)
+    #: Budget of one search's reranking, requests included; past it the search's order stands.
+    reranker_timeout_s: float = Field(default=10.0, gt=0, le=60)
+    #: rerank-api only: a passage scored below this is withheld like the gate withholds;
+    #: unset reorders only. (The chat grader withholds passages graded 0.)
+    reranker_min_score: float | None = Field(default=None, allow_inf_nan=False)
+
     # Official statistics (SDMX). Provider budgets live with the providers (providers.toml).
     #: TOML file adding or overriding SDMX providers (``[providers.ID]`` tables).
     sdmx_providers: Path | None = None
@@ -119,6 +140,23 @@ class Settings(BaseSettings):
             # The operator sees only this text (the CLI prints it and exits): name what to fix.
             raise ConfigError(f"GOVERNED_EVIDENCE_CEILING: {exc}") from None
         return value.strip().lower()
+
+    @field_validator("reranker_base_url")
+    @classmethod
+    def _valid_reranker_url(cls, value: str) -> str:
+        parts = urlsplit(value.strip())
+        # Credentials belong in GOVERNED_EVIDENCE_RERANKER_API_KEY, where they stay secret.
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+            raise ConfigError("GOVERNED_EVIDENCE_RERANKER_BASE_URL: give an http(s) URL without credentials")
+        if parts.query or parts.fragment:
+            raise ConfigError("GOVERNED_EVIDENCE_RERANKER_BASE_URL: give the base URL without a query or fragment")
+        return value.strip().rstrip("/")
+
+    @model_validator(mode="after")
+    def _reranker_has_a_model(self) -> Settings:
+        if self.reranker != "off" and not self.reranker_model.strip():
+            raise ConfigError(f"GOVERNED_EVIDENCE_RERANKER_MODEL must be set when the reranker is {self.reranker!r}")
+        return self
 
     @property
     def ceiling_level(self) -> Classification:

@@ -16,6 +16,7 @@ subclasses included); every other one is masked there with a fixed message.
     │   └── ModelMismatchError    * query embedder differs from the index's model
     ├── InvalidRequestError       * a caller's argument is unusable (the message says how to fix it)
     ├── NotFoundError             * the requested item does not exist *or is not visible*
+    ├── RerankerError               the optional reranker gave no decision (search falls back, never raises it)
     └── StatisticsError           * official statistics (SDMX) could not be served
         ├── ProviderUnavailableError  * the provider failed (network, 5xx, timeout) and nothing is cached
         ├── RateLimitedError          * this server's request budget for the provider is spent (retry_after_s)
@@ -51,6 +52,7 @@ __all__ = [
     "ProviderUnavailableError",
     "RateLedgerError",
     "RateLimitedError",
+    "RerankerError",
     "ResponseTooLargeError",
     "StatisticsError",
     "UnusableResponseError",
@@ -99,6 +101,10 @@ class InvalidRequestError(GovernedEvidenceError):
 
 class NotFoundError(GovernedEvidenceError):
     """Nothing visible to the caller has that identifier."""
+
+
+class RerankerError(GovernedEvidenceError):
+    """The reranker failed or gave no decision; the message is this package's own, never upstream text."""
 
 
 class StatisticsError(GovernedEvidenceError):

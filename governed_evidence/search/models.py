@@ -69,7 +69,10 @@ class SearchResponse(_Model):
     )
     requested_mode: SearchMode
     search_mode: SearchMode = Field(description="The mode actually used (keyword when meaning search is unavailable).")
-    search_mode_reason: str | None = Field(default=None, description="Why search_mode differs from requested_mode.")
+    search_mode_reason: str | None = Field(
+        default=None,
+        description="Why search_mode differs from requested_mode; also what the optional reranker did, or why not.",
+    )
     confidence: ConfidenceLevel
     gate: Literal["on", "off"]
     ceiling: ClassificationLabel

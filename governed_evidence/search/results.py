@@ -54,11 +54,15 @@ def search_response(
     confidence_level: ConfidenceLevel,
     gate_enabled: bool,
     ceiling: str,
+    empty_reason: str | None = None,
 ) -> SearchResponse:
+    """The response; ``empty_reason`` says why nothing is returned when a stage after the gate withheld it."""
     results = [_result(i, c) for i, c in enumerate(outcome.kept, 1)]
     reason = None
     if not results:
-        if not ranking.candidates:
+        if empty_reason is not None:
+            reason = empty_reason
+        elif not ranking.candidates:
             reason = "no passage matched the query"
         else:
             reason = (

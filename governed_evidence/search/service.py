@@ -8,12 +8,13 @@ like reading one that does not exist.
 This module only orchestrates one query; each step is a part that takes values: the query
 plan (:mod:`plan`), the keyword side (:mod:`keyword`), the query embedder
 (:mod:`query_embedder`) and the in-memory vectors (:mod:`vectors`), fusion and signals
-(:mod:`ranking`), the gate (:mod:`gate`), the responses (:mod:`results`) and reading
-(:mod:`reading`).
+(:mod:`ranking`), the gate (:mod:`gate`), the optional reranker (:mod:`rerank`), the
+responses (:mod:`results`) and reading (:mod:`reading`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -39,6 +40,7 @@ from governed_evidence.search.models import IndexStatus, ReadPassageResponse, Se
 from governed_evidence.search.plan import plan_query, searched_level, validate_query
 from governed_evidence.search.query_embedder import Embedded, QueryEmbedder
 from governed_evidence.search.ranking import CANDIDATES, Candidate, Ranking, assemble
+from governed_evidence.search.rerank import Reranker, rerank_outcome
 from governed_evidence.search.results import search_response
 from governed_evidence.search.vectors import HeldVectors
 from governed_evidence.store.connection import IndexReader
@@ -60,12 +62,14 @@ class SearchService:
         gate_enabled: bool = True,
         thresholds: GateThresholds | None = None,
         vector_memory_bytes: int = 0,
+        reranker: Reranker | None = None,
     ) -> None:
         self.db = db
         self.ceiling = ceiling
         self.reader = IndexReader(db)
         self.gate_enabled = gate_enabled
         self.thresholds = thresholds or GateThresholds()
+        self.reranker = reranker
         self.query_embedder = QueryEmbedder(embedder_factory)
         self.vectors = HeldVectors(self.reader, vector_memory_bytes, ceiling)
         self._keyword = KeywordRanker()
@@ -171,7 +175,21 @@ class SearchService:
             raise InvalidRequestError(f"confidence must be one of: {', '.join(CONFIDENCE_LEVELS)}")
         ranking = self.rank(query, mode)
         threshold = self.thresholds.strict if confidence_level == "strict" else self.thresholds.normal
-        outcome = apply_gate(ranking.candidates, threshold=threshold, enabled=self.gate_enabled, limit=limit)
+        # The reranker sees the best top_n of what the gate keeps, which may be more than limit.
+        depth = limit if self.reranker is None else max(limit, self.reranker.top_n)
+        outcome = apply_gate(ranking.candidates, threshold=threshold, enabled=self.gate_enabled, limit=depth)
+        empty_reason = None
+        if self.reranker is not None:
+            reranked = rerank_outcome(
+                self.reranker,
+                validate_query(query),
+                outcome,
+                limit=limit,
+                withhold=self.gate_enabled,
+                mode_reason=ranking.mode_reason,
+            )
+            outcome, empty_reason = reranked.outcome, reranked.reason
+            ranking = dataclasses.replace(ranking, mode_reason=reranked.mode_reason)
         response = search_response(
             ranking,
             outcome,
@@ -179,6 +197,7 @@ class SearchService:
             confidence_level=confidence_level,
             gate_enabled=self.gate_enabled,
             ceiling=self.ceiling.label,
+            empty_reason=empty_reason,
         )
         log.info(
             "search",
