@@ -57,7 +57,12 @@ def _split_table(block: Block) -> list[Block]:
         text = "\n".join([*block.table_header, *(r for r, _ in rows)])
         lines = [n for _, n in rows]
         start, end = _span(lines)
-        pieces.append(Block("table", text, block.headings, start, end, block.page, block.table_header, list(rows)))
+        pieces.append(
+            Block(
+                "table", text, block.headings, start, end, block.page, block.table_header, list(rows),
+                page_end=block.page_end,
+            )
+        )  # fmt: skip
 
     for row, line in block.table_rows:
         row_words = len(row.split())
@@ -83,8 +88,11 @@ def _split_paragraph(block: Block) -> list[Block]:
         n = len(sentence.split())
         if current and words + n > MAX_WORDS:
             pieces.append(
-                Block(block.kind, " ".join(current), block.headings, block.line_start, block.line_end, block.page)
-            )
+                Block(
+                    block.kind, " ".join(current), block.headings, block.line_start, block.line_end, block.page,
+                    page_end=block.page_end,
+                )
+            )  # fmt: skip
             current, words = [], 0
         if n > MAX_WORDS:
             # A run-on "sentence" (or extraction without punctuation): cut by words.
@@ -98,6 +106,7 @@ def _split_paragraph(block: Block) -> list[Block]:
                         block.line_start,
                         block.line_end,
                         block.page,
+                        page_end=block.page_end,
                     )
                 )
             continue
@@ -105,8 +114,11 @@ def _split_paragraph(block: Block) -> list[Block]:
         words += n
     if current:
         pieces.append(
-            Block(block.kind, " ".join(current), block.headings, block.line_start, block.line_end, block.page)
-        )
+            Block(
+                block.kind, " ".join(current), block.headings, block.line_start, block.line_end, block.page,
+                page_end=block.page_end,
+            )
+        )  # fmt: skip
     return pieces
 
 
@@ -123,7 +135,7 @@ def _pieces(block: Block) -> list[Block]:
 def _make_chunk(blocks: list[Block]) -> Chunk:
     line_start, _ = _span(b.line_start for b in blocks)
     _, line_end = _span(b.line_end for b in blocks)
-    page_start, page_end = _span(b.page for b in blocks)
+    page_start, page_end = _span(p for b in blocks for p in (b.page, b.page_end))
     text = "\n\n".join(b.text for b in blocks)
     has_content = any(b.kind != "heading" for b in blocks)
     return Chunk(text, blocks[-1].headings, line_start, line_end, page_start, page_end, has_content)

@@ -28,6 +28,8 @@ class Block:
     table_header: list[str] = field(default_factory=list)
     #: For tables: body rows with their 1-based line numbers (or None).
     table_rows: list[tuple[str, int | None]] = field(default_factory=list)
+    #: 1-based last page when the block runs on past ``page`` (a PDF sentence across a page break).
+    page_end: int | None = None
 
     @property
     def words(self) -> int:

@@ -29,7 +29,9 @@ __all__ = ["INGEST_LOGIC_VERSION", "corpus_fingerprint", "fingerprint"]
 #: citation ids and what a passage stores. It is part of the corpus fingerprint, so bump it
 #: with any change that would build the same corpus into a different index; otherwise an
 #: index built by the old logic is kept as "unchanged".
-INGEST_LOGIC_VERSION = 2  # 2: links not followed, names checked, labels fail closed, key runs refused
+#: 2: links not followed, names checked, labels fail closed, key runs refused
+#: 3: PDF running headers dropped, sentences kept across page breaks, wrapped lines not headings
+INGEST_LOGIC_VERSION = 3
 
 
 def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: int) -> list[object]:

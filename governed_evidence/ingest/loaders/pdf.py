@@ -9,12 +9,23 @@ pypdf runs in a child process under the per-file memory and processor budgets
 can share that stream. Within those budgets the work is paced by the page count, so a
 small file cannot spend the whole per-file allowance, and the page count and the
 extracted text are limited too. The child returns plain text per page; the blocks are
-built here.
+built here, and three things pypdf's text carries are mended on the way:
+
+* running headers and footers (a document number, a date, a page number printed on most
+  pages) are dropped, so they neither fill passages nor split a sentence at every page;
+* a sentence that runs on over a page break is kept in one block spanning both pages (and
+  one cut by a blank line pypdf put inside it, in one block), so no passage ends
+  mid-sentence just because the page did;
+* without an outline, a line is taken for a heading only when it does not read as the
+  first line of a wrapped sentence (it ends in a joining word such as "of the", or the
+  next line carries on in lower case).
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +36,31 @@ from governed_evidence.ingest.guards import sanitize
 from governed_evidence.ingest.loaders.bounded import limit_cpu, run_bounded
 from governed_evidence.ingest.loaders.text import looks_like_heading
 
-__all__ = ["CPU_BASE_SECONDS", "CPU_SECONDS_PER_PAGE", "MAX_CHARS", "MAX_PAGES", "load_pdf"]
+__all__ = [
+    "CPU_BASE_SECONDS",
+    "CPU_SECONDS_PER_PAGE",
+    "MAX_CHARS",
+    "MAX_PAGES",
+    "load_pdf",
+    "running_lines",
+    "strip_running",
+]
 
 #: A page with fewer extractable characters than this counts as having no text layer.
 _MIN_PAGE_CHARS = 20
+#: Lines at the top and bottom of a page that are looked at for running headers and footers.
+_EDGE_LINES = 4
+#: A line (digits ignored) printed at a page edge on at least this share of the pages, and
+#: on at least three of them, is a running header or footer.
+_RUNNING_SHARE = 0.3
+#: A lone page number at a page edge: "12", "Page 12", "12 of 40", "- 12 -", "iv".
+_PAGE_NUMBER = re.compile(r"^\s*(?:page\s+)?[-–]?\s*(?:\d{1,4}|[ivxlcdm]{1,6})\s*[-–]?(?:\s+of\s+\d{1,4})?\s*$", re.I)
+#: Sentence ends (a closing quote or bracket may follow the mark).
+_ENDS_SENTENCE = re.compile(r"[.!?:;][\"'”’)\]]*\s*$")
+#: Where one sentence ends and the next begins (the mark stays with the first).
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+#: Words a heading does not end with but a wrapped line often does.
+_JOINING = frozenset("a an and as at by for from in into of on or the to with that which".split())
 #: The largest policy publications issued as one PDF (a whole regulation, a codified
 #: title) run to one or two thousand pages; at the slowest sample's 32 ms a page, 3,000
 #: pages still fit the per-file processor budget.
@@ -84,6 +116,61 @@ def _outline_pages(reader: Any) -> dict[int, list[list[str]]]:
 
 def _title_key(line: str) -> str:
     return " ".join(line.split()).casefold()
+
+
+def _edges(text: str) -> list[str]:
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    return lines[:_EDGE_LINES] + lines[_EDGE_LINES:][-_EDGE_LINES:]
+
+
+def running_lines(pages: list[str]) -> set[str]:
+    """Lines (as :func:`_title_key`) printed at a page edge on many pages: headers and footers.
+
+    Only lines repeated word for word count: "Amendment 7", "Amendment 8" at the top of
+    successive pages are content, "UFC 3-580-01 / 01 Jun 2016" on every page is not.
+    """
+    counts: Counter[str] = Counter()
+    for text in pages:
+        counts.update({_title_key(ln) for ln in _edges(text)})
+    needed = max(3, math.ceil(_RUNNING_SHARE * len(pages)))
+    return {key for key, n in counts.items() if n >= needed and key}
+
+
+def strip_running(text: str, running: set[str]) -> str:
+    """``text`` without the running lines and lone page numbers at its top and bottom."""
+    lines = text.split("\n")
+    content = [i for i, ln in enumerate(lines) if ln.strip()]
+
+    def is_running(i: int) -> bool:
+        return _title_key(lines[i]) in running or bool(_PAGE_NUMBER.match(lines[i]))
+
+    drop: set[int] = set()
+    for i in content[:_EDGE_LINES]:
+        if not is_running(i):
+            break
+        drop.add(i)
+    for i in reversed(content[-_EDGE_LINES:]):
+        if i in drop or not is_running(i):
+            break
+        drop.add(i)
+    return "\n".join(ln for i, ln in enumerate(lines) if i not in drop)
+
+
+def _wrapped_fragment(line: str, following: str | None) -> bool:
+    """True when ``line`` reads as the first line of a wrapped sentence, not as a heading."""
+    words = line.split()
+    if words and words[-1].casefold() in _JOINING:
+        return True
+    return following is not None and following.lstrip()[:1].islower()
+
+
+def _runs_on(previous: Block, text: str) -> bool:
+    """True when ``text``, first on a page, carries on the sentence ``previous`` left open."""
+    tail = previous.text.rstrip()
+    if not tail or _ENDS_SENTENCE.search(tail):
+        return False
+    last = tail.split()[-1]
+    return text.lstrip()[:1].islower() or tail[-1] in ",-" or last.casefold() in _JOINING
 
 
 def _extract(path: Path) -> _Extracted:
@@ -154,14 +241,40 @@ def _build(extracted: _Extracted, fallback_title: str) -> LoadedDocument:
 
     outline = extracted.outline
     pages = extracted.pages
+    running = running_lines([sanitize(raw or "") for raw in pages])
     blocks: list[Block] = []
     headings: tuple[str, ...] = ()
     empty_pages = 0
+
+    def emit(block: Block) -> None:
+        # A paragraph that carries on an open sentence joins it: across a page break (the
+        # block then spans both pages) or across a blank line pypdf put inside a sentence.
+        previous = blocks[-1] if blocks else None
+        if (
+            previous is not None
+            and block.kind == previous.kind == "paragraph"
+            and block.headings == previous.headings
+            # One page break at most: a list running over pages stays one block a page.
+            and (previous.page_end is None or block.page == previous.page_end)
+            and _runs_on(previous, block.text)
+        ):
+            # Only the end of the open sentence joins; the rest stays a block of its own
+            # page, so a passage is never cited for more pages than its text is printed on.
+            end = _SENTENCE_BREAK.search(block.text)
+            head, tail = (block.text, "") if end is None else (block.text[: end.start()], block.text[end.end() :])
+            previous.text = previous.text.rstrip() + "\n" + head.rstrip()
+            if block.page != previous.page:
+                previous.page_end = block.page
+            if tail.strip():
+                blocks.append(Block("paragraph", tail, block.headings, page=block.page))
+        else:
+            blocks.append(block)
+
     for index, raw in enumerate(pages):
         if raw is None:
             raw = ""
             warnings.append(f"page {index + 1}: text could not be extracted")
-        text = sanitize(raw)
+        text = strip_running(sanitize(raw), running)
         entries = outline.get(index, [])
         if len(text.strip()) < _MIN_PAGE_CHARS:
             empty_pages += 1
@@ -179,24 +292,30 @@ def _build(extracted: _Extracted, fallback_title: str) -> LoadedDocument:
         for para in re.split(r"\n\s*\n", text):
             para_lines = [ln.rstrip() for ln in para.split("\n") if ln.strip()]
             buffer: list[str] = []
-            for line in para_lines:
+            for number, line in enumerate(para_lines):
                 starts = next((k for k, e in enumerate(pending) if _title_key(e[-1]) == _title_key(line)), None)
                 if starts is not None:
                     if buffer:
-                        blocks.append(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
+                        emit(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
                         buffer = []
                     headings = tuple(pending[starts])
                     del pending[: starts + 1]
-                if not outline and looks_like_heading(line) and re.match(r"^\s*(\d+(\.\d+)*\.?\s+)?[A-Z]", line):
+                following = para_lines[number + 1] if number + 1 < len(para_lines) else None
+                if (
+                    not outline
+                    and looks_like_heading(line)
+                    and re.match(r"^\s*(\d+(\.\d+)*\.?\s+)?[A-Z]", line)
+                    and not _wrapped_fragment(line, following)
+                ):
                     if buffer:
-                        blocks.append(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
+                        emit(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
                         buffer = []
                     headings = (line.strip(),)
-                    blocks.append(Block("heading", line.strip(), headings, page=index + 1))
+                    emit(Block("heading", line.strip(), headings, page=index + 1))
                 else:
                     buffer.append(line)
             if buffer:
-                blocks.append(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
+                emit(Block("paragraph", "\n".join(buffer), headings, page=index + 1))
         if entries:
             # The following pages continue the last section that starts on this one.
             headings = tuple(entries[-1])
