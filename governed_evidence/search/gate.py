@@ -73,8 +73,13 @@ def calibration_for(model_id: str | None) -> ModelCalibration:
 
 @dataclass(frozen=True)
 class GateThresholds:
-    #: Knee of the tuning curve: 8/15 unanswerable abstained for 3/56 answers withheld.
-    strict: float = 0.36
+    #: The threshold that abstains most (largest abstention minus false abstention) while at
+    #: most 12% of the answerable and paraphrase questions get no answer, over the four tuning
+    #: corpora pooled (272 questions): 11.5% get none, 41% of the 90 unanswerable abstain. It
+    #: dominates the former 0.36 (chosen on the sample corpus alone, 0.40 abstention at the
+    #: same 11.5%). Leave-one-corpus-out the same rule picks 0.33-0.385: the gate's evidence
+    #: is weak on real corpora, and docs/evaluation.md says how weak.
+    strict: float = 0.365
     #: Highest threshold at which at most 5% of the answerable and paraphrase questions get
     #: no answer, over the four tuning corpora pooled (sample, SOC 2, GitHub site policy, GDS
     #: Way; 182 such questions): 3% get none (7% at the former 0.28), 20% of the 90
