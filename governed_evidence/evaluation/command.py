@@ -124,6 +124,7 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.evaluation.gate import evaluate_gate, load_gate
     from governed_evidence.evaluation.suites import load_suite, run_suite
+    from governed_evidence.search.rerank import make_reranker
 
     started = time.perf_counter()
     specs = load_suite(Path("evals/suites.toml"), args.suite, Path.cwd())
@@ -137,6 +138,8 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
         modes,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         gate_enabled=settings.gate == "on",
+        # GOVERNED_EVIDENCE_RERANKER measures an endpoint on the suite's questions.
+        reranker=make_reranker(settings),
         progress=lambda line: print(line, file=sys.stderr),
     )
     gated = [r for r in run.reports if r.mode == "hybrid" or len(modes) == 1]

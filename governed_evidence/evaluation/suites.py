@@ -34,6 +34,7 @@ from governed_evidence.search.limits import SearchMode
 # The CLI imports this module's parent on every command; the search service (and with it
 # numpy and the vector code) is imported when a suite runs.
 if TYPE_CHECKING:
+    from governed_evidence.search.rerank import Reranker
     from governed_evidence.search.service import SearchService
 
 __all__ = ["SUITES", "CorpusSpec", "SuiteRun", "load_suite", "run_suite", "score_corpus"]
@@ -206,9 +207,14 @@ def run_suite(
     *,
     cache_dir: Path | None = None,
     gate_enabled: bool = True,
+    reranker: Reranker | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> SuiteRun:
-    """Index every corpus present (in ``cache_dir`` when given) and score its questions."""
+    """Index every corpus present (in ``cache_dir`` when given) and score its questions.
+
+    ``reranker``: searched as a server with that reranker configured would search, so an
+    endpoint can be measured on the same questions (off unless given).
+    """
     from governed_evidence.ingest.pipeline import ingest_corpus
     from governed_evidence.search.service import SearchService
 
@@ -238,7 +244,7 @@ def run_suite(
             # As the server searches: the vectors held in memory.
             service = SearchService(
                 db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, gate_enabled=gate_enabled,
-                vector_memory_bytes=1 << 30,
+                vector_memory_bytes=1 << 30, reranker=reranker,
             )  # fmt: skip
             questions = load_questions(spec.questions)
             for mode in modes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from governed_evidence.errors import ConfigError
 from governed_evidence.evaluation.gate import load_gate
 from governed_evidence.evaluation.questions import load_questions
 from governed_evidence.evaluation.suites import CorpusSpec, _corpus_folder, load_suite, run_suite
+from governed_evidence.search.rerank import RerankPassage
 
 REPO = Path(__file__).resolve().parents[2]
 SUITES = REPO / "evals" / "suites.toml"
@@ -114,3 +116,45 @@ def test_a_suite_scores_each_corpus_and_skips_an_absent_one(
     sabotaged = run_suite([present], minilm, ("hybrid",), cache_dir=cache, gate_enabled=False)
     off = {r.slice: r.metrics for r in sabotaged.reports}["sample:unanswerable"]
     assert off["abstention_rate"] == 0.0, "with the gate off nothing is abstained on"
+
+
+class _WithholdAll:
+    """A reranker scoring every passage below its own bar: every search it sees is emptied."""
+
+    kind = "rerank-api"
+    label = "rerank-api model stand-in"
+    top_n = 20
+    withhold_below = 1.0
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def score(self, query: str, passages: Sequence[RerankPassage]) -> list[float]:
+        self.queries.append(query)
+        return [0.0] * len(passages)
+
+
+def test_a_suite_searches_through_the_reranker_it_is_given(
+    sample_index: Path,
+    minilm,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shutil.copy(sample_index, cache / "sample.sqlite")
+    questions = tmp_path / "questions.jsonl"
+    answerable = [
+        line for line in (REPO / "evals" / "questions.jsonl").read_text().splitlines()
+        if json.loads(line)["slice"] == "answerable"
+    ][:5]  # fmt: skip
+    questions.write_text("\n".join(answerable) + "\n")
+    spec = CorpusSpec(
+        "sample", REPO / "data" / "sample_corpus", questions,
+        default_classification=Classification.RESTRICTED, ceiling=Classification.INTERNAL,
+    )  # fmt: skip
+    reranker = _WithholdAll()
+    run = run_suite([spec], minilm, ("hybrid",), cache_dir=cache, reranker=reranker)
+    metrics = {r.slice: r.metrics for r in run.reports}["sample:answerable"]
+    assert reranker.queries, "the suite's searches went through the reranker"
+    assert metrics["false_abstention"] == 1.0, "what the reranker withheld is what the suite scored"
+    assert metrics["recall@10"] == 1.0, "recall is measured before the gate and the reranker"
