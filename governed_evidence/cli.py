@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import textwrap
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from governed_evidence import __version__, composition
 from governed_evidence.config import Classification, Settings, parse_level
-from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
-from governed_evidence.logging import configure_logging
+from governed_evidence.errors import GovernedEvidenceError, IndexUnavailableError, InvalidRequestError
+from governed_evidence.logging import configure_logging, get_logger
 from governed_evidence.search.limits import CONFIDENCE_LEVELS, DEFAULT_LIMIT, MAX_LIMIT, SEARCH_MODES
 
 # Commands import what they use when they run: `serve` must not pay at start-up for the
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from governed_evidence.embeddings.base import Embedder
+    from governed_evidence.ingest.report import IngestReport
     from governed_evidence.mcp.status import ServerStatus
     from governed_evidence.search.models import SearchResponse
     from governed_evidence.search.service import SearchService
@@ -35,6 +38,12 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "main"]
 
 _LEVELS = [c.label for c in Classification]
+#: Exit status after Ctrl-C: what a shell reports for a command ended by SIGINT (128 + 2).
+_INTERRUPTED = 130
+#: Libraries whose warnings the ingest report already summarises in its own words.
+_SUMMARISED_LIBRARIES = ("pypdf",)
+#: What tells whether a file was replaced: device, inode, size and modification time.
+_FileIdentity = tuple[int, int, int, int]
 
 
 def _settings() -> Settings:
@@ -79,6 +88,7 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             f"{report.passages} passages in {db} (corpus fingerprint matches); use --force to rebuild"
         )
         print(f"  checked in {secs['total']:.1f} s; rejections and warnings are listed when the index is rebuilt")
+        _print_ingest_levels(report, args.default_classification, settings.ceiling_level)
         return 0
     rate = report.passages / secs["total"] if secs.get("total") else 0.0
     print(f"Indexed {report.documents_indexed} documents, {report.passages} passages into {db}")
@@ -97,7 +107,43 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  rejected {path}: {reason}")
     for path, warning in report.warnings:
         print(f"  warning {path}: {warning}")
+    _print_ingest_levels(report, args.default_classification, settings.ceiling_level)
     return 0
+
+
+_OUTCOME_WORDS = {
+    "indexed": "indexed",
+    "superseded": "superseded",
+    "above_ceiling": "above the ceiling (not read)",
+    "rejected": "rejected",
+}
+
+
+def _print_ingest_levels(report: IngestReport, default: str, serving: Classification) -> None:
+    """Documents per level and outcome, the rule that decided their levels, and a warning
+    when none of them is visible at the ceiling search and serve use by default."""
+    from governed_evidence.ingest.report import OUTCOMES, serving_notice
+
+    print("  documents by classification:")
+    for level in Classification:
+        counts = report.by_classification.get(level.label, {})
+        parts = ", ".join(f"{counts[o]} {_OUTCOME_WORDS[o]}" for o in OUTCOMES if counts.get(o))
+        print(f"    {level.label:<10} {sum(counts.values()):>6}" + (f"  ({parts})" if parts else ""))
+    if report.decided_by:
+        rules = []
+        for rule in ("front matter", "folder", "default"):
+            levels = report.decided_by.get(rule, {})
+            if levels:
+                name = f"default (--default-classification {default})" if rule == "default" else rule
+                each = ", ".join(f"{c.label} {levels[c.label]}" for c in Classification if c.label in levels)
+                rules.append(f"{name} {sum(levels.values())} ({each})")
+        print("  level decided by: " + "; ".join(rules))
+    print(f"  visible at ceiling {serving.label} (search and serve by default): {report.visible_at(serving)} documents")
+    notice = serving_notice(report, serving)
+    if notice:
+        print(f"warning: {notice[0]}")
+        for line in notice[1:]:
+            print(f"  - {line}")
 
 
 def _print_search(response: SearchResponse) -> None:
@@ -125,20 +171,52 @@ def _print_search(response: SearchResponse) -> None:
         print(f"\n({response.withheld} weaker candidates withheld by the confidence gate)")
 
 
+@contextmanager
+def _naming_the_index(db: Path) -> Iterator[None]:
+    """Index errors with the file they are about. The operator's terminal may name it; the
+    error a client sees never does (so the caller-facing classes are not reused here)."""
+    try:
+        yield
+    except IndexUnavailableError as exc:
+        raise GovernedEvidenceError(f"{exc} (index file: {db.absolute()})") from None
+
+
+def _print_visibility(db: Path, ceiling: Classification) -> None:
+    """The operator's count of what lies above the ceiling: never part of what a client is told."""
+    from governed_evidence.search.visibility import visibility
+
+    try:
+        seen = visibility(db, ceiling)
+    except IndexUnavailableError:
+        return
+    print(seen.summary())
+    advice = seen.advice()
+    if advice:
+        print(f"  {advice}")
+
+
 def _cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     service = _service(args, settings)
-    response = service.search(args.query, limit=args.limit, mode=args.mode, confidence_level=args.confidence)
+    db = _db(args, settings)
+    with _naming_the_index(db):
+        response = service.search(args.query, limit=args.limit, mode=args.mode, confidence_level=args.confidence)
     if args.json:
         print(response.model_dump_json(indent=2))
     else:
         _print_search(response)
+        if response.status == "NO_RELEVANT_CONTEXT":
+            _print_visibility(db, service.ceiling)
     return 0
 
 
-def _print_status(status: ServerStatus) -> None:
+def _print_status(status: ServerStatus, db: Path) -> None:
+    print(f"index file: {db.absolute()}")
     print(f"index ok: {status.ok}" + (f" ({status.problem})" if status.problem else ""))
-    print(f"integrity: {status.integrity} | schema: {status.schema_version} | built: {status.built_at}")
-    print(f"embedding model: {status.embedding_model} ({status.embedding_dimension}-d)")
+    # An index that cannot be opened has no schema, build time or model to show.
+    if status.schema_version is not None:
+        print(f"integrity: {status.integrity} | schema: {status.schema_version} | built: {status.built_at}")
+    if status.embedding_model is not None:
+        print(f"embedding model: {status.embedding_model} ({status.embedding_dimension}-d)")
     print(
         f"meaning search: {status.semantic_search}"
         + (f" ({status.semantic_search_reason})" if status.semantic_search_reason else "")
@@ -147,6 +225,8 @@ def _print_status(status: ServerStatus) -> None:
     for c in status.by_classification:
         counts = f"{c.documents:>6} documents {c.passages:>8} passages"
         print(f"  {c.classification:<10} {counts} ({c.superseded_documents} superseded)")
+    if status.schema_version is not None:
+        _print_visibility(db, parse_level(status.ceiling))
     cache = status.statistics_cache
     if cache is not None:
         where = cache.location + (f" ({cache.reason})" if cache.reason else "")
@@ -154,13 +234,12 @@ def _print_status(status: ServerStatus) -> None:
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    status = composition.server_status(
-        _service(args, settings), composition.statistics_service(settings, db=_db(args, settings))
-    )
+    db = _db(args, settings)
+    status = composition.server_status(_service(args, settings), composition.statistics_service(settings, db=db))
     if args.json:
         print(status.model_dump_json(indent=2))
     else:
-        _print_status(status)
+        _print_status(status, db)
     return 0 if status.ok else 1
 
 
@@ -229,7 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--force",
         action="store_true",
-        help="rebuild even when the corpus, settings and model are unchanged since the index was built",
+        help=(
+            "rebuild even when the corpus, settings and model are unchanged since the index was built, "
+            "and replace an index built from another corpus folder (refused without it)"
+        ),
     )
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     p.set_defaults(func=_cmd_ingest)
@@ -262,20 +344,104 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db")
     p.add_argument("--ceiling", choices=_LEVELS, help="caller ceiling (default: $GOVERNED_EVIDENCE_CEILING or public)")
     p.set_defaults(func=_cmd_serve)
+    _add_verbose(parser)
     return parser
 
 
+def _add_verbose(parser: argparse.ArgumentParser, *, top: bool = True) -> None:
+    """``--verbose`` on the program and on every command and sub-command, so it may come
+    before or after the command's name."""
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        # Only the top level has a default: a command's own default would overwrite a
+        # --verbose given before the command's name.
+        default=False if top else argparse.SUPPRESS,
+        help="also log progress as JSON lines on stderr (INFO); by default only warnings are logged, "
+        "except by serve, which always logs at INFO unless $GOVERNED_EVIDENCE_LOG_LEVEL says otherwise",
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                _add_verbose(command, top=False)
+
+
+def _log_level(args: argparse.Namespace, settings: Settings) -> str:
+    """INFO for ``serve`` (its stderr is a log stream); warnings only for the human commands,
+    whose results are their own output, unless the operator asked for more."""
+    if "log_level" in settings.model_fields_set:
+        level = settings.log_level
+    else:
+        level = "INFO" if args.command == "serve" else "WARNING"
+    if getattr(args, "verbose", False) and _level_number(level) > logging.INFO:
+        level = "INFO"
+    return level
+
+
+def _level_number(level: str) -> int:
+    number = logging.getLevelName(level.upper())
+    return number if isinstance(number, int) else logging.INFO
+
+
+def _set_up_logging(args: argparse.Namespace, settings: Settings) -> None:
+    level = _log_level(args, settings)
+    configure_logging(level)
+    if _level_number(level) > logging.INFO:
+        # pypdf warns per object it repairs; the PDF loader already reports what matters as
+        # one warning per file in the ingest report. Its own lines only with the detail asked for.
+        for name in _SUMMARISED_LIBRARIES:
+            logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _file_identity(path: Path) -> _FileIdentity | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _interrupted(args: argparse.Namespace | None, index_before: _FileIdentity | None, db: Path | None) -> int:
+    """Ctrl-C: one line instead of a traceback, and the shell's code for SIGINT (128 + 2)."""
+    if args is not None and args.command == "serve":
+        # stderr is the server's log stream: the notice is a log line like the others.
+        get_logger("cli").info("interrupted")
+        return _INTERRUPTED
+    if db is None:
+        notice = "interrupted"
+    elif _file_identity(db) != index_before:
+        # The new index was renamed into place just before the interrupt arrived.
+        notice = "interrupted after the new index was written"
+    elif index_before is None:
+        notice = "interrupted; no index was written"
+    else:
+        # Ingest writes a shadow file and renames it over the index only at the end; the
+        # shadow is removed on the way out (store/build.py).
+        notice = "interrupted; the previous index is unchanged"
+    # After the terminal's "^C" (or a progress line) rather than glued to it.
+    print(("\n" if sys.stderr.isatty() else "") + notice, file=sys.stderr)
+    return _INTERRUPTED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args: argparse.Namespace | None = None
+    db: Path | None = None
+    index_before: _FileIdentity | None = None
     try:
-        settings = _settings()
-    except Exception as exc:  # noqa: BLE001 - pydantic's message names the bad variable
-        print(f"error: invalid configuration: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_level)
-    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        try:
+            settings = _settings()
+        except Exception as exc:  # noqa: BLE001 - pydantic's message names the bad variable
+            print(f"error: invalid configuration: {exc}", file=sys.stderr)
+            return 2
+        _set_up_logging(args, settings)
+        if args.command == "ingest":
+            db = _db(args, settings)
+            index_before = _file_identity(db)
         return int(args.func(args, settings))
+    except KeyboardInterrupt:
+        return _interrupted(args, index_before, db)
     except InvalidRequestError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

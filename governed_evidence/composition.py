@@ -92,6 +92,9 @@ def ingest(
         default_classification=default_classification,
         max_file_bytes=settings.max_file_bytes,
         force=force,
+        # The default index file is shared by whatever an operator ingests without --db:
+        # replacing another corpus's index takes --force (which also rebuilds an unchanged one).
+        refuse_other_corpus=not force,
         # The statistics cache and rate ledger live in the same file: a rebuild keeps them.
         carry_over=carry_over,
     )

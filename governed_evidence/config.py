@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     vector_memory_mb: int = Field(default=4096, ge=0)
     #: "off" disables the confidence gate entirely (evaluation and sabotage runs only).
     gate: Literal["on", "off"] = "on"
+    #: Level of the JSON logs on stderr. Left unset, `serve` logs at this default and the
+    #: human commands only warnings (their results are their output; cli.py, --verbose).
     log_level: str = "INFO"
 
     # Optional second-stage reranker (ADR 0008). It sees only passages the ceiling and the
@@ -128,8 +130,12 @@ class Settings(BaseSettings):
     sdmx_max_rows_parsed: int = Field(default=200_000, gt=0)
     #: Cache size (compressed bodies) above which the oldest entries are evicted.
     sdmx_cache_max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
-    #: Outbound proxy for provider requests; environment proxy variables are ignored.
-    sdmx_proxy: str | None = None
+    #: The only proxy provider requests use: an http(s) URL, credentials allowed (kept out of
+    #: logs and messages). HTTPS_PROXY and the other environment variables are ignored.
+    sdmx_proxy: SecretStr | None = None
+    #: One deadline per statistics tool call, every attempt, retry and Retry-After wait
+    #: included (MCP clients give up well before three 30 s attempts end).
+    sdmx_deadline_s: float = Field(default=20.0, gt=0, le=300)
 
     @field_validator("ceiling")
     @classmethod
@@ -151,6 +157,25 @@ class Settings(BaseSettings):
         if parts.query or parts.fragment:
             raise ConfigError("GOVERNED_EVIDENCE_RERANKER_BASE_URL: give the base URL without a query or fragment")
         return value.strip().rstrip("/")
+
+    @field_validator("sdmx_proxy")
+    @classmethod
+    def _valid_sdmx_proxy(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        text = value.get_secret_value().strip()
+        # The value may hold a password: no message here repeats it.
+        problem = "give an http or https proxy URL such as http://proxy.example:3128 (user:password@ allowed)"
+        try:
+            parts = urlsplit(text)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+        except ValueError:
+            raise ConfigError(f"GOVERNED_EVIDENCE_SDMX_PROXY: {problem}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"GOVERNED_EVIDENCE_SDMX_PROXY: {problem}")
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ConfigError("GOVERNED_EVIDENCE_SDMX_PROXY: give the proxy URL without a path, query or fragment")
+        return SecretStr(text)
 
     @model_validator(mode="after")
     def _reranker_has_a_model(self) -> Settings:

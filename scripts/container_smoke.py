@@ -15,6 +15,10 @@ Steps (each failure exits non-zero with the reason):
    statistics tools exist, one statistics call that must fail as a clear tool error
    without a network. Every stdout line must be JSON-RPC; stderr (JSON logs) is shown
    only on failure.
+5. `--build` again: remove the untagged images the build left (the builder stage, and a
+   previous build's image once the tag has moved on), found by the label both stages of the
+   Containerfile set (`governed-evidence.stage`), whether the smoke test passed or not;
+   `--keep-build-cache` leaves them, for quicker rebuilds while iterating on the image.
 
 Only the standard library is used, so any python3 can run it.
 """
@@ -41,6 +45,8 @@ DOCUMENT_TOOLS = {"search_documents", "read_passage", "list_sources", "index_sta
 ANSWERABLE = "What is the standing charge on a metered water bill?"
 UNANSWERABLE = "Can I bring my dog to the office?"
 TIMEOUT_S = 180.0
+#: Set by both stages of the Containerfile on every image they leave behind.
+STAGE_LABEL = "governed-evidence.stage"
 
 
 class SmokeError(Exception):
@@ -90,6 +96,21 @@ def build(engine: list[str], kind: str, image: str) -> None:
             cmd[2:2] = ["--build-arg", f"BASE_IMAGE={os.environ['BASE_IMAGE']}"]
     if sh(cmd, cwd=ROOT).returncode != 0:
         raise SmokeError("image build failed")
+
+
+def image_size(engine: list[str], image: str) -> str:
+    done = sh([*engine, "image", "inspect", "--format", "{{.Size}}", image], capture_output=True)
+    size = done.stdout.strip()
+    return f"{int(size) / 1e6:.0f} MB" if done.returncode == 0 and size.isdigit() else "unknown"
+
+
+def prune_build_leftovers(engine: list[str]) -> str:
+    """Remove the untagged images labelled by the Containerfile (never a tagged one)."""
+    done = sh([*engine, "image", "prune", "--force", "--filter", f"label={STAGE_LABEL}"], capture_output=True)
+    if done.returncode != 0:
+        return f"could not remove the build's untagged images: {done.stderr.strip()}"
+    removed = [line for line in done.stdout.splitlines() if line.strip()]
+    return f"removed the untagged images labelled {STAGE_LABEL} (builder stage, earlier builds): {len(removed)}"
 
 
 def check_user(engine: list[str], kind: str, image: str) -> str:
@@ -305,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build and smoke-test the container image.")
     parser.add_argument("--build", action="store_true", help="build the image first")
     parser.add_argument("--image", default="governed-evidence:ci")
+    parser.add_argument(
+        "--keep-build-cache",
+        action="store_true",
+        help="with --build: keep the untagged builder-stage images (the layer cache) instead of removing them",
+    )
     args = parser.parse_args(argv)
     picked = pick_engine()
     if picked is None:
@@ -321,12 +347,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.build:
             build(engine, kind, image)
-            print(f"built {image} in {time.monotonic() - started:.0f} s")
+            print(f"built {image} in {time.monotonic() - started:.0f} s; image size {image_size(engine, image)}")
         user = check_user(engine, kind, image)
         transcript = mcp_session(engine, kind, image)
     except SmokeError as exc:
         print(f"CONTAINER SMOKE FAILED: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if args.build and not args.keep_build_cache:
+            print(prune_build_leftovers(engine))
     print("\n--- container smoke transcript (stdio, --read-only, --network none) ---")
     print(user)
     print("\n".join(transcript))

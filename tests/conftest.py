@@ -61,3 +61,50 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory, minilm) -> Path:  # t
     db = tmp_path_factory.mktemp("sample") / "evidence.sqlite"
     ingest_corpus(SAMPLE_CORPUS, db, minilm, ceiling=Classification.RESTRICTED, progress=None)
     return db
+
+
+# `make test-fast` (`pytest --fast`): the contributor's loop without the real model. Deselects
+# every test that loads the default embedder in-process (it asks for one of these fixtures),
+# every test marked `model` (it starts the CLI or the server, which load the real model, as a
+# subprocess), and the `slow` and `heavy` runs. `make test` (the full suite) is what CI runs.
+REAL_MODEL_FIXTURES = frozenset({"minilm", "sample_index"})
+FAST_DESELECTED_MARKERS = ("model", "slow", "heavy")
+# The suites CONTRIBUTING.md lists as slow by design (run them before you push): the hardening
+# probes and load, and the command line (tests/test_cli*.py) and `eval` run as subprocesses,
+# which load the real model. Also the hostile files parsed in CPU- and memory-limited children
+# (test_loader_bounds.py: half a minute spent waiting for budgets to trip); run it by name when
+# you touch a loader or ingest/loaders/bounded.py.
+FAST_DESELECTED_PATHS = (
+    "tests/hardening/",
+    "tests/test_cli",
+    "tests/evaluation/test_eval_command.py",
+    "tests/ingest/test_loader_bounds.py",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        default=False,
+        help="skip the tests that use the real embedding model, and the slow and heavy ones (make test-fast)",
+    )
+
+
+def uses_real_model_or_is_slow(item: pytest.Item) -> bool:
+    if item.nodeid.startswith(FAST_DESELECTED_PATHS):
+        return True
+    if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    return any(item.get_closest_marker(name) is not None for name in FAST_DESELECTED_MARKERS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--fast"):
+        return
+    kept, dropped = [], []
+    for item in items:
+        (dropped if uses_real_model_or_is_slow(item) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

@@ -71,3 +71,67 @@ def test_serve_with_a_mistyped_ceiling_exits_naming_the_variable(tmp_path: Path)
     assert VARIABLE in done.stderr and "'publik'" in done.stderr
     # stdout carries only JSON-RPC: a refusal to start writes nothing there.
     assert done.stdout == ""
+
+
+# -- statistics: the proxy and the per-call deadline ------------------------------------------
+
+PROXY = "GOVERNED_EVIDENCE_SDMX_PROXY"
+#: A password that must never be repeated by a message or a representation of the settings.
+PROXY_SECRET = "pr0xy-s3cret-9f2c"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://proxy.example:3128",
+        "https://proxy.example",
+        "http://10.0.0.5:8080/",
+        f"http://alice:{PROXY_SECRET}@proxy.example:3128",
+        f"https://alice:{PROXY_SECRET}@[2001:db8::1]:443",
+    ],
+)
+def test_an_http_proxy_is_accepted_and_its_credentials_stay_hidden(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROXY, value)
+    settings = Settings()
+    assert settings.sdmx_proxy is not None and settings.sdmx_proxy.get_secret_value() == value
+    assert PROXY_SECRET not in repr(settings) and PROXY_SECRET not in str(settings)
+    assert PROXY_SECRET not in settings.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        f"socks5://alice:{PROXY_SECRET}@proxy.example:1080",
+        f"ftp://alice:{PROXY_SECRET}@proxy.example",
+        f"alice:{PROXY_SECRET}@proxy.example:3128",
+        f"http://alice:{PROXY_SECRET}@:3128",
+        f"http://alice:{PROXY_SECRET}@proxy.example:99999",
+        f"http://alice:{PROXY_SECRET}@proxy.example:port",
+        f"http://alice:{PROXY_SECRET}@proxy.example:3128/path",
+        f"http://alice:{PROXY_SECRET}@proxy.example:3128?{PROXY_SECRET}",
+        f"http://alice:{PROXY_SECRET}@proxy.example:3128#{PROXY_SECRET}",
+    ],
+)
+def test_a_bad_proxy_is_refused_without_repeating_it(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROXY, value)
+    with pytest.raises(ConfigError) as refused:
+        Settings()
+    message = str(refused.value)
+    assert message.startswith(f"{PROXY}: ")
+    assert PROXY_SECRET not in message and "proxy.example:3128/" not in message and "alice" not in message
+
+
+def test_an_empty_proxy_means_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROXY, "  ")
+    assert Settings().sdmx_proxy is None
+
+
+def test_the_statistics_deadline_defaults_to_20_s_and_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GOVERNED_EVIDENCE_SDMX_DEADLINE_S", raising=False)
+    assert Settings().sdmx_deadline_s == 20.0
+    monkeypatch.setenv("GOVERNED_EVIDENCE_SDMX_DEADLINE_S", "2.5")
+    assert Settings().sdmx_deadline_s == 2.5
+    for bad in ("0", "-1", "301", "nan", "soon"):
+        monkeypatch.setenv("GOVERNED_EVIDENCE_SDMX_DEADLINE_S", bad)
+        with pytest.raises(ValueError, match="sdmx_deadline_s"):
+            Settings()

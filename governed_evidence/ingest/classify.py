@@ -14,14 +14,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from governed_evidence.config import Classification, parse_label
 from governed_evidence.ingest.frontmatter import LABEL_KEY, FrontMatter, FrontMatterError, read_front_matter
 
-__all__ = ["TEXT_SUFFIXES", "Classified", "classify", "level_from_front_matter", "level_from_path"]
+__all__ = [
+    "TEXT_SUFFIXES",
+    "Classified",
+    "DecidedBy",
+    "classify",
+    "classify_path",
+    "level_from_front_matter",
+    "level_from_path",
+]
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
 _LEVEL_NAMES = {c.label: c for c in Classification}
+
+#: What decided a level, for the ingest report: an operator who finds everything restricted
+#: needs to know which rule to change.
+DecidedBy = Literal["front matter", "folder", "default"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,8 @@ class Classified:
     front: FrontMatter
     #: Why the label was not trusted and the document made restricted (for the report).
     doubts: tuple[str, ...] = ()
+    #: Which rule gave the level (unreadable or doubtful front matter counts as front matter).
+    decided_by: DecidedBy = "default"
 
 
 def classify(path: Path, relative: PurePosixPath, default: Classification) -> Classified:
@@ -40,12 +55,21 @@ def classify(path: Path, relative: PurePosixPath, default: Classification) -> Cl
             front = read_front_matter(path)
         except (FrontMatterError, OSError):
             # Metadata we cannot read cannot prove the document is safe to serve.
-            return Classified(Classification.RESTRICTED, FrontMatter())
+            return Classified(Classification.RESTRICTED, FrontMatter(), decided_by="front matter")
         level = level_from_front_matter(front)
         if level is not None:
-            return Classified(level, front, front.doubts)
-        return Classified(level_from_path(relative, default), front)
-    return Classified(level_from_path(relative, default), FrontMatter())
+            return Classified(level, front, front.doubts, "front matter")
+        by_path = classify_path(relative, default)
+        return Classified(by_path.level, front, decided_by=by_path.decided_by)
+    return classify_path(relative, default)
+
+
+def classify_path(relative: PurePosixPath, default: Classification) -> Classified:
+    """The level the path alone gives (see :func:`level_from_path`), and whether a folder or the default gave it."""
+    level = _folder_level(relative)
+    if level is None:
+        return Classified(default, FrontMatter(), decided_by="default")
+    return Classified(level, FrontMatter(), decided_by="folder")
 
 
 def level_from_front_matter(front: FrontMatter) -> Classification | None:
@@ -62,8 +86,13 @@ def level_from_front_matter(front: FrontMatter) -> Classification | None:
 
 def level_from_path(relative: PurePosixPath, default: Classification) -> Classification:
     """The level the path alone gives: the first folder named after a level, else ``default``."""
+    level = _folder_level(relative)
+    return default if level is None else level
+
+
+def _folder_level(relative: PurePosixPath) -> Classification | None:
     for part in relative.parts[:-1]:
         level = _LEVEL_NAMES.get(part.lower())
         if level is not None:
             return level
-    return default
+    return None

@@ -31,7 +31,8 @@ __all__ = ["INGEST_LOGIC_VERSION", "corpus_fingerprint", "fingerprint"]
 #: index built by the old logic is kept as "unchanged".
 #: 2: links not followed, names checked, labels fail closed, key runs refused
 #: 3: PDF running headers dropped, sentences kept across page breaks, wrapped lines not headings
-INGEST_LOGIC_VERSION = 3
+#: 4: bare YAML and TOML front matter read, titles from name:, titles and headings one line
+INGEST_LOGIC_VERSION = 4
 
 
 def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: int) -> list[object]:

@@ -1,7 +1,16 @@
-"""YAML front matter, read without reading the rest of the document.
+"""Front matter, read without reading the rest of the document.
+
+Three forms are recognised at the very start of a file: YAML between ``---`` fences (closed
+by ``---`` or ``...``), TOML between ``+++`` fences (Hugo), and bare YAML, which some policy
+tools write without the opening fence (``name: Password Policy`` ... ``---``). A bare block
+is only front matter when it cannot be anything else: its first line is a top-level
+``key: value`` line, every line up to the closing ``---`` is a key line, an indented line or
+a ``-`` list item (no blank line, no prose), there are at least two of them (one line above
+``---`` is a Markdown heading), it closes within :data:`FRONT_MATTER_LIMIT` bytes, and it is
+valid YAML. Anything else is the document's text, as it always was.
 
 Classification lives in the front matter, and a document above the ceiling must never be
-parsed past its metadata, so :func:`read_front_matter` reads only up to the closing ``---``.
+parsed past its metadata, so :func:`read_front_matter` reads only up to the closing fence.
 
 A label must not fail open. The front matter is parsed from the same sanitised text the
 loaders read (invisible characters removed, so a zero-width space or a second byte order
@@ -11,12 +20,21 @@ compared after NFKC normalisation and case folding (``Classification`` and
 inside it, a typo, ``data_classification``) or a label given twice cannot be trusted
 either way: :attr:`FrontMatter.doubts` says why, and the document is then restricted.
 
+A bare block is read exactly like a fenced one, and doubt about it fails closed too: when
+the first lines carry a key that is or resembles the label but are not recognised as front
+matter (no closing ``---``, a blank or prose line first, one line only, not valid YAML), the
+label was written but cannot be read, which is a doubt. In TOML, where a key given twice is
+invalid (and the document restricted as unreadable), two spellings of the label
+(``classification`` and ``Classification``) count as given twice.
+
 YAML aliases are refused outright (a few hundred bytes of nested aliases expand to
 gigabytes), and so is nesting deeper than a parser's recursion allows.
 """
 
 from __future__ import annotations
 
+import re
+import tomllib
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +49,7 @@ __all__ = [
     "LABEL_KEY",
     "FrontMatter",
     "FrontMatterError",
+    "front_matter_title",
     "normalise_key",
     "parse_front_matter",
     "read_front_matter",
@@ -50,6 +69,19 @@ _LOOKALIKES = str.maketrans(
         "α": "a", "ϲ": "c", "ι": "i", "ο": "o", "ѵ": "v", "ν": "v", "τ": "t", "ɩ": "i", "ı": "i",
     }
 )  # fmt: skip
+
+#: Opening fence -> (format, the lines that close it).
+_FENCES = {"---": ("yaml", ("---", "...")), "+++": ("toml", ("+++",))}
+
+# A top-level YAML key line of a bare block: a plain key (a letter first; letters, digits,
+# `_`, `.`, `-`; no spaces, so "In short: ..." prose does not qualify), a colon, then
+# whitespace or the end of the line. `\w` is Unicode-aware, so a key spelt with a look-alike
+# letter still matches and is checked as the label would be.
+_KEY_LINE = re.compile(r"(?P<key>[^\W\d][\w.-]*)[ \t]*:(?:\s|$)")
+
+#: A bare block needs at least this many lines: one ``key: value`` line above ``---`` is a
+#: Markdown (setext) heading as much as it is metadata.
+_BARE_MIN_LINES = 2
 
 
 class FrontMatterError(ValueError):
@@ -71,6 +103,16 @@ def normalise_key(key: object) -> str:
     return unicodedata.normalize("NFKC", strip_invisible(str(key))).casefold().strip()
 
 
+def front_matter_title(values: dict[str, Any]) -> str | None:
+    """The title the front matter gives: ``title:``, else ``name:`` (policy tools and Jekyll
+    collections name documents so), when it is a string with text in it."""
+    for key in ("title", "name"):
+        value = values.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
 def _distance(a: str, b: str) -> int:
     """Levenshtein distance (keys are short: at most a few dozen characters are compared)."""
     previous = list(range(len(b) + 1))
@@ -85,6 +127,11 @@ def _distance(a: str, b: str) -> int:
 def _resembles_label(key: str) -> bool:
     skeleton = key.translate(_LOOKALIKES)
     return LABEL_KEY in skeleton or (len(skeleton) < 40 and _distance(skeleton, LABEL_KEY) <= 2)
+
+
+def _is_label_like(key: str) -> bool:
+    name = normalise_key(key)
+    return name == LABEL_KEY or _resembles_label(name)
 
 
 class _Loader(yaml.SafeLoader):
@@ -111,7 +158,7 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _load(raw: str) -> tuple[Any, list[str]]:
+def _load_yaml(raw: str) -> tuple[Any, list[str]]:
     loader = _Loader(raw)
     try:
         return loader.get_single_data(), loader.repeated
@@ -125,12 +172,105 @@ def _load(raw: str) -> tuple[Any, list[str]]:
         loader.dispose()
 
 
-def _opens(line: str) -> bool:
-    return line.strip() == "---"
+def _load_toml(raw: str) -> tuple[Any, list[str]]:
+    try:
+        data = tomllib.loads(raw)
+    except tomllib.TOMLDecodeError as exc:
+        raise FrontMatterError("front matter is not valid TOML") from exc
+    except RecursionError:
+        raise FrontMatterError("front matter nests too deeply") from None
+    # TOML refuses a key given twice, but not two spellings that normalise alike.
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for key in data:
+        name = normalise_key(key)
+        if name in seen:
+            repeated.append(name)
+        seen.add(name)
+    return data, repeated
 
 
-def _closes(line: str) -> bool:
-    return line.strip() in ("---", "...")
+def _front_matter(data: Any, repeated: list[str], lines: int) -> FrontMatter:
+    """The parsed block as :class:`FrontMatter`, with every doubt about its label."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise FrontMatterError("front matter is not a mapping")
+    values: dict[str, Any] = {}
+    doubts: list[str] = []
+    for key, value in data.items():
+        name = normalise_key(key)
+        values[name] = value
+        if name != LABEL_KEY and _resembles_label(name):
+            doubts.append(f"front matter key {name!a} resembles '{LABEL_KEY}' but is not it")
+    if LABEL_KEY in repeated:
+        doubts.append(f"front matter gives '{LABEL_KEY}' more than once")
+    return FrontMatter(values, lines, tuple(doubts))
+
+
+def _fence(line: str) -> tuple[str, tuple[str, ...]] | None:
+    return _FENCES.get(line.strip())
+
+
+@dataclass(frozen=True)
+class _Bare:
+    #: Index of the closing ``---`` when the lines above it qualify as a bare block.
+    close: int | None
+    #: Top-level keys of the leading key lines, recognised or not (checked for the label).
+    keys: tuple[str, ...]
+
+
+def _bare_block(lines: list[str]) -> _Bare | None:
+    """Where a bare YAML block at the start of ``lines`` closes; None when line one is no key line.
+
+    Lines are sanitised here, one at a time, and no more than :data:`FRONT_MATTER_LIMIT`
+    bytes of them are looked at, so the loaders (the whole text) and the classification
+    window (its first 64 KiB) decide alike.
+    """
+    keys: list[str] = []
+    size = 0
+    for i, raw in enumerate(lines):
+        line = strip_invisible(raw)
+        size += len(line.encode()) + 1
+        if size > FRONT_MATTER_LIMIT:
+            break
+        if i > 0 and line.strip() == "---":
+            return _Bare(i if i >= _BARE_MIN_LINES else None, tuple(keys))
+        match = _KEY_LINE.match(line)
+        if match:
+            keys.append(match["key"])
+        elif i == 0:
+            return None
+        elif not (line[:1] == " " and line.strip()) and not (line.startswith("- ") or line.rstrip() == "-"):
+            # A blank line, prose, a heading or a tab-indented line: not a bare block.
+            break
+    return _Bare(None, tuple(keys))
+
+
+def _unread_label(keys: tuple[str, ...]) -> FrontMatter:
+    """No front matter; restricted when the first lines name the label all the same."""
+    doubts = tuple(
+        f"{normalise_key(key)!a} on the first lines reads like a classification label, but they are "
+        "not front matter (enclose them in --- lines)"
+        for key in keys
+        if _is_label_like(key)
+    )
+    return FrontMatter(doubts=doubts[:1])
+
+
+def _parse_bare(lines: list[str], bare: _Bare) -> FrontMatter:
+    if bare.close is None:
+        return _unread_label(bare.keys)
+    raw = "\n".join(strip_invisible(line) for line in lines[: bare.close])
+    try:
+        data, repeated = _load_yaml(raw)
+        return _front_matter(data, repeated, bare.close + 1)
+    except FrontMatterError:
+        # Fenced front matter that does not parse fails the document; lines that only might
+        # be front matter are text, unless they carry the label, which must not be dropped.
+        if any(_is_label_like(key) for key in bare.keys):
+            raise
+        return FrontMatter()
 
 
 def parse_front_matter(text: str) -> FrontMatter:
@@ -140,31 +280,23 @@ def parse_front_matter(text: str) -> FrontMatter:
     will do); the loaders pass a whole document, and the rest of it costs nothing here.
     """
     lines = text.split("\n")
-    if not _opens(strip_invisible(lines[0])):
-        return FrontMatter()
+    fence = _fence(strip_invisible(lines[0]))
+    if fence is None:
+        bare = _bare_block(lines)
+        return FrontMatter() if bare is None else _parse_bare(lines, bare)
+    form, closers = fence
     inside: list[str] = []
     for i in range(1, len(lines)):
         line = strip_invisible(lines[i])
-        if not _closes(line):
+        if line.strip() not in closers:
             inside.append(line)
             continue
         raw = "\n".join(inside)
-        data, repeated = _load(raw) if raw.strip() else ({}, [])
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise FrontMatterError("front matter is not a mapping")
-        values: dict[str, Any] = {}
-        doubts: list[str] = []
-        for key, value in data.items():
-            name = normalise_key(key)
-            values[name] = value
-            if name != LABEL_KEY and _resembles_label(name):
-                doubts.append(f"front matter key {name!a} resembles '{LABEL_KEY}' but is not it")
-        if LABEL_KEY in repeated:
-            doubts.append(f"front matter gives '{LABEL_KEY}' more than once")
-        return FrontMatter(values, i + 1, tuple(doubts))
-    raise FrontMatterError("front matter is not closed with ---")
+        if not raw.strip():
+            return _front_matter({}, [], i + 1)
+        data, repeated = _load_yaml(raw) if form == "yaml" else _load_toml(raw)
+        return _front_matter(data, repeated, i + 1)
+    raise FrontMatterError(f"front matter is not closed with {closers[0]}")
 
 
 def read_front_matter(path: Path) -> FrontMatter:
@@ -175,9 +307,14 @@ def read_front_matter(path: Path) -> FrontMatter:
     # visible, and the loader refuses a file that is not valid UTF-8 anyway.
     text = strip_invisible(head.decode("utf-8-sig", errors="replace"))
     lines = text.split("\n")
-    if not _opens(lines[0]):
-        return FrontMatter()
+    if len(head) == FRONT_MATTER_LIMIT and len(lines) > 1:
+        # The window may end inside a line; a cut "---x" must not read as a fence.
+        lines = lines[:-1]
+    fence = _fence(lines[0])
+    if fence is None:
+        return parse_front_matter("\n".join(lines))
+    closers = fence[1]
     for i in range(1, len(lines)):
-        if _closes(lines[i]):
+        if lines[i].strip() in closers:
             return parse_front_matter("\n".join(lines[: i + 1]))
     raise FrontMatterError("front matter is not closed within the first 64 KiB")

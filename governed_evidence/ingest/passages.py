@@ -53,8 +53,13 @@ def citation_id(path: str, chunk: Chunk) -> str:
     return f"{path}#{section}:L{chunk.line_start}-{chunk.line_end}"
 
 
+def _one_line(text: str) -> str:
+    """``text`` with every run of whitespace, line breaks included, as one space."""
+    return " ".join(text.split())
+
+
 def _fallback_title(path: Path) -> str:
-    return re.sub(r"[_-]+", " ", path.stem).strip() or path.name
+    return _one_line(re.sub(r"[_-]+", " ", path.stem)) or _one_line(path.name)
 
 
 #: Longest ``superseded_by`` value accepted: a path, not a document.
@@ -64,13 +69,15 @@ MAX_SUPERSEDED_BY_CHARS = 1024
 def _sanitise(doc: LoadedDocument, fallback_title: str) -> None:
     """Invisible characters out of every field a passage serves, whatever the loader did.
 
-    Titles come from DOCX core properties and PDF metadata, headings from PDF outlines:
-    loaders see those strings in many places, so the one guarantee is made here, once.
+    Titles come from DOCX core properties, PDF metadata and YAML block scalars, headings
+    from PDF outlines and multi-line Markdown headings: loaders see those strings in many
+    places, so the guarantees are made here, once. Titles and headings are one line each
+    (every listing and citation shows them on one).
     """
-    doc.title = strip_invisible(doc.title).strip() or fallback_title
+    doc.title = _one_line(strip_invisible(doc.title)) or fallback_title
     for block in doc.blocks:
         block.text = strip_invisible(block.text)
-        block.headings = tuple(strip_invisible(h) for h in block.headings)
+        block.headings = tuple(_one_line(strip_invisible(h)) for h in block.headings)
         block.table_header = [strip_invisible(h) for h in block.table_header]
         block.table_rows = [(strip_invisible(r), n) for r, n in block.table_rows]
 

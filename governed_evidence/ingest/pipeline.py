@@ -22,7 +22,7 @@ from pathlib import Path
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import FileRejectedError, IngestError
-from governed_evidence.ingest.classify import level_from_path
+from governed_evidence.ingest.classify import Classified, classify_path
 from governed_evidence.ingest.embed import embed_with_reuse
 from governed_evidence.ingest.fingerprint import INGEST_LOGIC_VERSION, corpus_fingerprint, fingerprint
 from governed_evidence.ingest.guards import check_name, check_source_location, check_source_size, printable_name
@@ -32,7 +32,7 @@ from governed_evidence.ingest.sources import Source, classify_names, hard_link_g
 from governed_evidence.logging import get_logger
 from governed_evidence.store.build import CarryOver, IndexBuilder
 from governed_evidence.store.meta import IndexMeta
-from governed_evidence.store.previous import KeptIndex, kept_index
+from governed_evidence.store.previous import KeptIndex, built_from, kept_index
 
 __all__ = [
     "INGEST_LOGIC_VERSION",
@@ -56,6 +56,26 @@ def _unchanged_report(considered: list[Source], kept: KeptIndex) -> IngestReport
         excluded_above_ceiling=kept.meta.excluded_above_ceiling,
         unchanged=True,
         built_at=kept.meta.built_at,
+        by_classification={
+            Classification(level).label: {
+                outcome: n for outcome, n in (("indexed", count - old), ("superseded", old)) if n
+            }
+            for level, (count, old) in sorted(kept.by_level.items())
+        },
+    )
+
+
+def _check_same_corpus(db: Path, root: Path) -> None:
+    """Refuse to replace an index that records another corpus folder than ``root``."""
+    previous = built_from(db)
+    if previous is None or previous.corpus_path == str(root):
+        return
+    gone = "" if Path(previous.corpus_path).is_dir() else ", a folder that no longer exists"
+    built = f", built {previous.built_at}" if previous.built_at else ""
+    raise IngestError(
+        f"{db} holds the index of another corpus ({previous.corpus_path}{built}{gone}); nothing was replaced. "
+        f"To replace it with the index of {root}, run the ingest again with --force; "
+        "to keep both, give this corpus its own index file with --db"
     )
 
 
@@ -69,21 +89,28 @@ def ingest_corpus(
     max_file_bytes: int = 64 * 1024 * 1024,
     progress: ProgressFn | None = terminal_progress,
     force: bool = False,
+    refuse_other_corpus: bool = False,
     carry_over: CarryOver | None = None,
 ) -> IngestReport:
     """Build a new index for ``corpus`` at ``db``; the old file serves until the rename.
 
     When the index at ``db`` was built from the same corpus fingerprint (same files, same
     settings, same model) and is sound, it is kept untouched and the report says
-    ``unchanged``; ``force`` rebuilds regardless. ``carry_over`` keeps state other parts
-    hold in the index file across a rebuild (the statistics cache: see the CLI).
+    ``unchanged``; ``force`` rebuilds regardless. With ``refuse_other_corpus`` an index
+    that records another corpus folder is not replaced: :class:`IngestError` says which
+    (the CLI's default, so one shared default file cannot silently swap corpora; callers
+    that own their index files leave it off). ``carry_over`` keeps state other parts hold
+    in the index file across a rebuild (the statistics cache: see the CLI).
     """
     if not corpus.is_dir():
-        raise IngestError("the corpus folder does not exist or is not a folder")
+        raise IngestError(f"the corpus folder {corpus} does not exist or is not a folder")
     report = IngestReport()
     identity = embedder.identity
     started = time.perf_counter()
     root = corpus.resolve()
+    if refuse_other_corpus:
+        # Before the fingerprint reads every file: another folder never matches it anyway.
+        _check_same_corpus(db, root)
     considered = sources(corpus)
     # Which names are one file: the fingerprint covers it and the build uses it (one walk).
     groups = hard_link_groups(root, considered)
@@ -125,6 +152,8 @@ def ingest_corpus(
             report.unsupported_files += 1
             continue
         report.files_seen += 1
+        # The level as far as it is known, for the per-level counts of the report.
+        seen: Classified | None = None
         try:
             try:
                 check_name(str(rel))
@@ -132,14 +161,18 @@ def ingest_corpus(
             except FileRejectedError:
                 # Not safe to open, so only its path can say how sensitive it is; a file
                 # above the ceiling is counted, never named.
-                if level_from_path(rel, default_classification) > ceiling:
+                seen = classify_path(rel, default_classification)
+                if seen.level > ceiling:
                     report.excluded_above_ceiling += 1
+                    report.count(seen.level, seen.decided_by, "above_ceiling")
                     continue
                 raise
             names = groups.get(rel)
             decided, canonical = classify_names(corpus, rel, names, default_classification)
+            seen = decided
             if decided.level > ceiling:
                 report.excluded_above_ceiling += 1
+                report.count(decided.level, decided.decided_by, "above_ceiling")
                 continue
             if canonical != rel:
                 raise FileRejectedError(
@@ -154,17 +187,25 @@ def ingest_corpus(
                 )
             if item.row.classification > ceiling:
                 report.excluded_above_ceiling += 1
+                report.count(item.row.classification, decided.decided_by, "above_ceiling")
                 continue
         except FileRejectedError as exc:
             name = printable_name(str(rel))
             report.rejected.append((name, str(exc)))
-            log.warning("file_rejected", document=name, reason=str(exc))
+            # Info, not warning: the report lists every rejection with its reason, and the
+            # CLI prints the report; a warning would say it twice on the terminal.
+            log.info("file_rejected", document=name, reason=str(exc))
+            if seen is not None:
+                report.count(seen.level, seen.decided_by, "rejected")
             continue
         except OSError as exc:
             report.rejected.append((printable_name(str(rel)), f"cannot be read ({type(exc).__name__})"))
+            if seen is not None:
+                report.count(seen.level, seen.decided_by, "rejected")
             deterministic = False
             continue
         prepared.append(item)
+        report.count(item.row.classification, decided.decided_by, "superseded" if item.row.superseded_by else "indexed")
     report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started
 
     known_paths = {p.row.path for p in prepared}
@@ -202,6 +243,7 @@ def ingest_corpus(
                 default_classification=default_classification,
                 built_at=report.built_at,
                 corpus_name=root.name,
+                corpus_path=str(root),
                 documents=report.documents_indexed,
                 passages=report.passages,
                 excluded_above_ceiling=report.excluded_above_ceiling,

@@ -1,7 +1,10 @@
 """What an ingest reports: counts, every rejected file with its reason, warnings, timings.
 
 The operator reads it (the CLI prints it; ``--json`` is :meth:`IngestReport.as_dict`). A
-file above the build ceiling is only counted here, never named.
+file above the build ceiling is only counted here, never named. Documents are also counted
+per classification and outcome, and by the rule that decided their level, so an operator
+whose corpus all landed above the serving ceiling learns which rule put it there
+(:func:`serving_notice`).
 """
 
 from __future__ import annotations
@@ -9,12 +12,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["IngestReport", "ProgressFn", "terminal_progress"]
+from governed_evidence.config import Classification
+
+__all__ = ["OUTCOMES", "IngestReport", "Outcome", "ProgressFn", "serving_notice", "terminal_progress"]
 
 #: ``(stage, done, total)``, called as a long stage advances.
 ProgressFn = Callable[[str, int, int], None]
+
+#: What became of a classified document: served by search, indexed but superseded (kept out
+#: of search), above the build ceiling (counted, never read), or refused.
+Outcome = Literal["indexed", "superseded", "above_ceiling", "rejected"]
+OUTCOMES: tuple[Outcome, ...] = ("indexed", "superseded", "above_ceiling", "rejected")
 
 
 @dataclass
@@ -38,6 +48,30 @@ class IngestReport:
     unchanged: bool = False
     #: Build time of the index now at the target (the kept one when ``unchanged``).
     built_at: str | None = None
+    #: Documents per level label and :data:`Outcome` (counts only). A kept index knows its
+    #: indexed and superseded documents per level; those above the build ceiling are then
+    #: only in ``excluded_above_ceiling``.
+    by_classification: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Documents not rejected (indexed, or above the build ceiling) per deciding rule (front
+    #: matter, folder, default) and level label; empty when the index was kept (only a parse
+    #: decides).
+    decided_by: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, level: Classification, decided_by: str, outcome: Outcome) -> None:
+        """Count one classified document."""
+        per_level = self.by_classification.setdefault(level.label, {})
+        per_level[outcome] = per_level.get(outcome, 0) + 1
+        if outcome != "rejected":
+            per_rule = self.decided_by.setdefault(decided_by, {})
+            per_rule[level.label] = per_rule.get(level.label, 0) + 1
+
+    def visible_at(self, ceiling: Classification) -> int:
+        """Indexed documents (superseded ones included) a caller at ``ceiling`` can read."""
+        return sum(
+            counts.get("indexed", 0) + counts.get("superseded", 0)
+            for label, counts in self.by_classification.items()
+            if Classification[label.upper()] <= ceiling
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,10 +86,68 @@ class IngestReport:
             "embeddings_computed": self.embeddings_computed,
             "excluded_above_ceiling": self.excluded_above_ceiling,
             "unsupported_files": self.unsupported_files,
+            "by_classification": self.by_classification,
+            "decided_by": self.decided_by,
             "rejected": [{"document": p, "reason": r} for p, r in self.rejected],
             "warnings": [{"document": p, "warning": w} for p, w in self.warnings],
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
+
+
+def serving_notice(report: IngestReport, serving: Classification) -> list[str]:
+    """Why nothing of this ingest is visible at ``serving`` and what would change it, one
+    line each (the first says what happened); empty when something is visible.
+
+    ``serving`` is the ceiling search and serve use by default. The fail-closed default
+    stays as it is (no label and no level folder: restricted); the operator is told which
+    flag, folder or label decides instead.
+    """
+    if report.visible_at(serving) > 0:
+        return []
+    above = sum(
+        counts.get("indexed", 0) + counts.get("superseded", 0)
+        for label, counts in report.by_classification.items()
+        if Classification[label.upper()] > serving
+    )
+    if above == 0 and report.excluded_above_ceiling == 0:
+        return []
+    facts = [f"{above} indexed above it"] if above else []
+    if report.excluded_above_ceiling:
+        facts.append(f"{report.excluded_above_ceiling} above the build ceiling, not indexed")
+    lines = [
+        f"no document is visible at ceiling {serving.label}, the ceiling search and serve use by default "
+        f"({'; '.join(facts)})"
+    ]
+    if above == 0:
+        lines.append("re-ingest with a wider --ceiling to index the documents above the build ceiling")
+        return lines
+    # Per rule, the documents it put above the serving ceiling; unknown when the index was kept.
+    rules = {
+        rule: sum(n for label, n in levels.items() if Classification[label.upper()] > serving)
+        for rule, levels in report.decided_by.items()
+    }
+    known = bool(report.decided_by)
+    if rules.get("default") or not known:
+        lines.append(
+            f"{rules.get('default', 'documents')} with no label and no level folder took --default-classification: "
+            f"re-ingest with --default-classification {serving.label} if every client may read them"
+        )
+    if rules.get("folder") or not known:
+        lines.append(
+            f"{rules.get('folder', 'documents')} under a folder named after a level took that level: "
+            f"move them under {serving.label}/ if that is their level"
+        )
+    if rules.get("front matter") or not known:
+        lines.append(
+            f"{rules.get('front matter', 'documents')} labelled in their front matter: "
+            f"set 'classification: {serving.label}' where that is their level"
+        )
+    wider = Classification(serving + 1).label
+    lines.append(
+        f"or serve clients cleared for more at a wider ceiling "
+        f"(--ceiling {wider}, or GOVERNED_EVIDENCE_CEILING={wider})"
+    )
+    return lines
 
 
 def terminal_progress(stage: str, done: int, total: int) -> None:

@@ -114,4 +114,6 @@ def classify_names(
     )
     home = next((name for name in names.indexable if results[name].level == level), names.indexable[0])
     decided = results[home]
-    return Classified(level, decided.front, decided.doubts), home
+    # When no indexable name reaches the level, the folder of another name set it.
+    decided_by = decided.decided_by if decided.level == level else "folder"
+    return Classified(level, decided.front, decided.doubts, decided_by), home

@@ -21,6 +21,7 @@ caller must not see: ``ConfigError`` (settings and file names, an unreadable fil
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -36,7 +37,7 @@ from governed_evidence.errors import (
 )
 from governed_evidence.logging import get_logger
 
-__all__ = ["CALLER_FACING", "INTERNAL_ERROR_MESSAGE", "run_tool", "to_tool_error"]
+__all__ = ["CALLER_FACING", "CALLER_MISTAKES", "INTERNAL_ERROR_MESSAGE", "log_level_of", "run_tool", "to_tool_error"]
 
 T = TypeVar("T")
 log = get_logger("mcp")
@@ -54,11 +55,30 @@ CALLER_FACING: tuple[type[Exception], ...] = (
 )
 
 
-def to_tool_error(exc: BaseException) -> ToolError:
-    """The tool error the client sees: a caller-facing message as written, anything else masked."""
+#: Caller-facing errors that are the caller's own doing, answered as designed: nothing for
+#: the operator to look at.
+CALLER_MISTAKES: tuple[type[Exception], ...] = (InvalidRequestError, NotFoundError)
+
+
+def log_level_of(exc: BaseException) -> int:
+    """How loudly a failed call is logged: a caller's mistake is ordinary traffic (info), a
+    condition the caller is told about may need the operator (warning), anything else is a
+    fault (error)."""
+    if isinstance(exc, CALLER_MISTAKES):
+        return logging.INFO
     if isinstance(exc, CALLER_FACING):
-        return ToolError(str(exc))
-    return ToolError(INTERNAL_ERROR_MESSAGE)
+        return logging.WARNING
+    return logging.ERROR
+
+
+def to_tool_error(exc: BaseException) -> ToolError:
+    """The tool error the client sees: a caller-facing message as written, anything else masked.
+
+    fastmcp logs the tool error it is handed at the error's ``log_level``.
+    """
+    if isinstance(exc, CALLER_FACING):
+        return ToolError(str(exc), log_level=log_level_of(exc))
+    return ToolError(INTERNAL_ERROR_MESSAGE, log_level=log_level_of(exc))
 
 
 def run_tool(tool: str, fn: Callable[[], T], count: Callable[[T], int], **context: Any) -> T:
@@ -72,7 +92,7 @@ def run_tool(tool: str, fn: Callable[[], T], count: Callable[[T], int], **contex
         result = fn()
     except Exception as exc:  # noqa: BLE001 - every failure is mapped (and masked) in one place
         ms = round((time.perf_counter() - started) * 1000, 2)
-        log.warning("tool_call", tool=tool, status="error", error=type(exc).__name__, ms=ms, **context)
+        log.log(log_level_of(exc), "tool_call", tool=tool, status="error", error=type(exc).__name__, ms=ms, **context)
         raise to_tool_error(exc) from None
     cache = {k: getattr(result, k) for k in ("from_cache", "stale") if hasattr(result, k)}
     ms = round((time.perf_counter() - started) * 1000, 2)

@@ -1,19 +1,23 @@
 """``governed-evidence stats datasets|describe|data``: the statistics tools for people.
 
-``--json`` prints exactly what the MCP tool returns. Handlers take ``(args, settings)`` and
-return an exit code, like the other commands, so errors surface through the main CLI's
-one error path.
+``--json`` prints exactly what the MCP tool returns, and on failure one JSON object too
+(``error``: the error's class, ``message``: its text; exit code 2 for a bad argument, 1
+otherwise), so a script reading stdout never has to parse a traceback or stderr. Handlers
+take ``(args, settings)`` and return an exit code, like the other commands; without
+``--json`` errors surface through the main CLI's one error path.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governed_evidence.config import Settings
+from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.sdmx.validate import MAX_CODES_LIMIT, MAX_ROWS_LIMIT, MAX_SEARCH_LIMIT
 
@@ -101,11 +105,22 @@ def _run(
     show: Callable[[Any], None],
 ) -> Callable[[argparse.Namespace, Settings], int]:
     def handler(args: argparse.Namespace, settings: Settings) -> int:
-        service = factory(args, settings)
         try:
-            result = call(service, args)
-        finally:
-            service.close()
+            service = factory(args, settings)
+            try:
+                result = call(service, args)
+            finally:
+                service.close()
+        except GovernedEvidenceError as exc:
+            if not args.json:
+                raise
+            failure: dict[str, object] = {"error": type(exc).__name__, "message": str(exc)}
+            retry_after = getattr(exc, "retry_after_s", None)
+            if retry_after is not None:
+                failure["retry_after_s"] = retry_after
+            print(json.dumps(failure, indent=2))
+            # The exit codes of the main CLI's error path.
+            return 2 if isinstance(exc, InvalidRequestError) else 1
         if args.json:
             print(result.model_dump_json(indent=2))
         else:

@@ -18,13 +18,26 @@ reported instead of slept through. An unreadable ``Retry-After`` counts as absen
 attempt first asks ``before_attempt`` (the rate budget) for permission, so retries spend
 budget like any other request.
 
+Deadline: attempts, waits and retries all fit in one deadline per tool call
+(:mod:`~governed_evidence.sdmx.deadline`, ``GOVERNED_EVIDENCE_SDMX_DEADLINE_S``), because
+MCP clients stop waiting long before three attempts of a silent provider end. A retry whose
+wait would leave no time for it to be answered is not started, and the error says the
+deadline was reached and how long it was.
+
+Proxies: only the one configured (``GOVERNED_EVIDENCE_SDMX_PROXY``); environment proxy
+variables are ignored by design (:mod:`~governed_evidence.sdmx.transport`), and when a
+provider cannot be reached while one is set, the error says so. The proxy URL may hold
+credentials: it appears in no log line and no message.
+
 Response bodies are never logged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
+import math
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -35,10 +48,11 @@ import httpx
 from governed_evidence import __version__
 from governed_evidence.errors import ProviderUnavailableError, UnusableResponseError
 from governed_evidence.logging import get_logger
+from governed_evidence.sdmx.deadline import Deadline, call_deadline
 from governed_evidence.sdmx.decoding import ACCEPT_ENCODING, read_body
 from governed_evidence.sdmx.origin import PrivateAddressError, check_redirect, check_request_url
 from governed_evidence.sdmx.providers import Provider
-from governed_evidence.sdmx.transport import attempt_bounds, bounded_transport
+from governed_evidence.sdmx.transport import attempt_bounds, bounded_transport, environment_proxy_variable
 from governed_evidence.sdmx.urls import SdmxRequest
 
 __all__ = [
@@ -62,6 +76,9 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 3
 #: Delta-seconds of more digits than this (over 300 years) is no plausible delay.
 _RETRY_AFTER_DIGITS = 10
+#: A retry is started only if this long is left once its wait is over: less is no time for
+#: a provider to answer, and starting anyway would only spend rate budget.
+_MIN_ATTEMPT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,7 @@ class SdmxClient:
         timeout_s: float = 30.0,
         max_retries: int = 2,
         max_retry_wait_s: float = 20.0,
+        deadline_s: float = 20.0,
         proxy: str | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -116,6 +134,8 @@ class SdmxClient:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.max_retry_wait_s = max_retry_wait_s
+        self.deadline_s = deadline_s
+        self._proxied = proxy is not None
         self._sleep = sleep
         self._monotonic = monotonic
         self._wall_clock = wall_clock
@@ -130,6 +150,10 @@ class SdmxClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def call(self) -> contextlib.AbstractContextManager[Deadline]:
+        """The deadline of one tool call: every request made inside it shares it (the service opens it)."""
+        return call_deadline(self.deadline_s)
 
     def backoff(self, attempt: int) -> float:
         return float(min(self.max_retry_wait_s, 1.0 * 2**attempt))
@@ -147,7 +171,8 @@ class SdmxClient:
         Raises
         ------
         ProviderUnavailableError
-            Transport failures or retryable statuses that outlast the retries (or ask to wait too long).
+            Transport failures or retryable statuses that outlast the retries or the call's deadline (or
+            ask to wait too long).
         ResponseTooLargeError
             The decoded body exceeded ``max_bytes``.
         UnusableResponseError
@@ -156,13 +181,27 @@ class SdmxClient:
             From ``before_attempt`` when the budget is spent.
         """
         check_request_url(provider, request.url)
+        with self.call() as deadline:
+            return self._fetch(provider, request, max_bytes, before_attempt, deadline)
+
+    def _fetch(
+        self,
+        provider: Provider,
+        request: SdmxRequest,
+        max_bytes: int,
+        before_attempt: Callable[[], None],
+        deadline: Deadline,
+    ) -> HttpResponse:
         tag = hashlib.sha256(request.cache_key.encode()).hexdigest()[:12]
         attempt = 0
         while True:
+            if deadline.left() <= 0:
+                # An earlier request of this call used the time up: ask nothing, spend no budget.
+                raise self._deadline_reached(provider, deadline, "")
             before_attempt()
             started = self._monotonic()
             try:
-                response = self._follow(provider, request, max_bytes)
+                response = self._follow(provider, request, max_bytes, deadline)
             except PrivateAddressError:
                 log.warning("sdmx_request", provider=provider.id, kind=request.kind, request=tag,
                             attempt=attempt, error="private_address")  # fmt: skip
@@ -175,12 +214,21 @@ class SdmxClient:
                     "sdmx_request", provider=provider.id, kind=request.kind, request=tag,
                     attempt=attempt, error=type(exc).__name__,
                 )  # fmt: skip
-                if attempt < self.max_retries:
+                if attempt < self.max_retries and self._fits(self.backoff(attempt), deadline):
                     self._sleep(self.backoff(attempt))
                     attempt += 1
                     continue
+                note = self._environment_proxy_note()
+                if deadline.left() <= 0:
+                    raise self._deadline_reached(provider, deadline, note) from None
+                cut = (
+                    f", and a retry would not finish within this call's deadline of {deadline.seconds:g} s "
+                    "(GOVERNED_EVIDENCE_SDMX_DEADLINE_S)"
+                    if attempt < self.max_retries
+                    else ""
+                )
                 raise ProviderUnavailableError(
-                    f"provider {provider.id} could not be reached ({type(exc).__name__}); try again later"
+                    f"provider {provider.id} could not be reached ({type(exc).__name__}){cut}; try again later{note}"
                 ) from None
             log.info(
                 "sdmx_request", provider=provider.id, kind=request.kind, request=tag, attempt=attempt,
@@ -200,13 +248,48 @@ class SdmxClient:
                     f"provider {provider.id} is busy or unavailable (HTTP {response.status}); try again later",
                     retry_after_s=wait,
                 )
-            self._sleep(wait if wait is not None else self.backoff(attempt))
+            delay = wait if wait is not None else self.backoff(attempt)
+            if not self._fits(delay, deadline):
+                # Sleeping would only end in the deadline; the caller can wait the seconds itself.
+                why = (
+                    f"is busy (HTTP {response.status}) and asks to retry in {math.ceil(wait)} s, past"
+                    if wait is not None
+                    else f"is busy or unavailable (HTTP {response.status}) and a retry would not finish within"
+                )
+                raise ProviderUnavailableError(
+                    f"provider {provider.id} {why} this call's deadline of {deadline.seconds:g} s "
+                    "(GOVERNED_EVIDENCE_SDMX_DEADLINE_S); try again later",
+                    retry_after_s=wait,
+                )
+            self._sleep(delay)
             attempt += 1
 
-    def _follow(self, provider: Provider, request: SdmxRequest, max_bytes: int) -> _Raw:
+    @staticmethod
+    def _fits(wait: float, deadline: Deadline) -> bool:
+        """Whether a retry after ``wait`` seconds still has time to be answered before the deadline."""
+        return wait + _MIN_ATTEMPT_S <= deadline.left()
+
+    @staticmethod
+    def _deadline_reached(provider: Provider, deadline: Deadline, note: str) -> ProviderUnavailableError:
+        return ProviderUnavailableError(
+            f"provider {provider.id} did not answer in time: this call's deadline of {deadline.seconds:g} s "
+            f"(GOVERNED_EVIDENCE_SDMX_DEADLINE_S) was reached; try again later{note}"
+        )
+
+    def _environment_proxy_note(self) -> str:
+        """Why a proxy set in the environment did not help; its name only, since its value may hold credentials."""
+        variable = None if self._proxied else environment_proxy_variable()
+        if variable is None:
+            return ""
+        return (
+            f". {variable} is set, but this server ignores proxies from the environment by design; "
+            "to send statistics requests through a proxy, set GOVERNED_EVIDENCE_SDMX_PROXY"
+        )
+
+    def _follow(self, provider: Provider, request: SdmxRequest, max_bytes: int, deadline: Deadline) -> _Raw:
         url = request.url
         for _ in range(MAX_REDIRECTS + 1):
-            raw = self._once(provider, url, request.accept, max_bytes)
+            raw = self._once(provider, url, request.accept, max_bytes, deadline)
             if raw.status not in REDIRECT_STATUSES or not raw.location:
                 return raw
             target = urllib.parse.urljoin(url, raw.location)
@@ -214,12 +297,14 @@ class SdmxClient:
             url = target
         raise UnusableResponseError(f"provider {provider.id} redirected too many times")
 
-    def _once(self, provider: Provider, url: str, accept: str, max_bytes: int) -> _Raw:
-        with attempt_bounds(time.monotonic() + 2 * self.timeout_s, private_ok=provider.private_network_allowed):
-            return self._read(url, accept, max_bytes)
+    def _once(self, provider: Provider, url: str, accept: str, max_bytes: int, deadline: Deadline) -> _Raw:
+        # An attempt ends by twice the read timeout or by the call's deadline, whichever is first.
+        budget = min(2 * self.timeout_s, deadline.left())
+        with attempt_bounds(time.monotonic() + budget, private_ok=provider.private_network_allowed):
+            return self._read(url, accept, max_bytes, budget)
 
-    def _read(self, url: str, accept: str, max_bytes: int) -> _Raw:
-        deadline = self._monotonic() + 2 * self.timeout_s
+    def _read(self, url: str, accept: str, max_bytes: int, budget: float) -> _Raw:
+        deadline = self._monotonic() + budget
         with self._http.stream("GET", url, headers={"Accept": accept}) as response:
             status = response.status_code
             ok = 200 <= status < 300

@@ -3,7 +3,8 @@
 A facade: it checks a tool's arguments, resolves the dataset reference and hands over to
 the module that holds the logic, all of which answer through the one fetch path
 (:mod:`~governed_evidence.sdmx.fetch`: cache, rate budget, provider, parse, store, stale
-copy on failure):
+copy on failure), every request of one tool call within one deadline
+(:mod:`~governed_evidence.sdmx.deadline`):
 
 - :mod:`~governed_evidence.sdmx.resolve`: a bare dataset id completed from the catalogue;
 - :mod:`~governed_evidence.sdmx.describe`: dimensions in key order, the codes that have
@@ -101,7 +102,8 @@ class SdmxService:
             timeout_s=settings.sdmx_timeout_s,
             max_retries=settings.sdmx_max_retries,
             max_retry_wait_s=settings.sdmx_max_retry_wait_s,
-            proxy=settings.sdmx_proxy,
+            deadline_s=settings.sdmx_deadline_s,
+            proxy=settings.sdmx_proxy.get_secret_value() if settings.sdmx_proxy is not None else None,
             transport=transport,
             sleep=sleep,
             wall_clock=clock,
@@ -139,7 +141,8 @@ class SdmxService:
             raise InvalidRequestError(f"query must be 1-{MAX_QUERY_CHARS} characters")
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidRequestError(f"limit must be between 1 and {MAX_SEARCH_LIMIT}")
-        index, fetched = catalogue_for(self.fetcher, self.parsed, p)
+        with self.client.call():
+            index, fetched = catalogue_for(self.fetcher, self.parsed, p)
         hits, total = index.search(text, limit)
         results = [
             DatasetHit(
@@ -179,7 +182,8 @@ class SdmxService:
         ref = parse_dataset_ref(dataset)
         if not 1 <= max_codes <= MAX_CODES_LIMIT:
             raise InvalidRequestError(f"max_codes must be between 1 and {MAX_CODES_LIMIT}")
-        return describe(self.fetcher, self.parsed, p, resolve(self.fetcher, self.parsed, p, ref), max_codes)
+        with self.client.call():
+            return describe(self.fetcher, self.parsed, p, resolve(self.fetcher, self.parsed, p, ref), max_codes)
 
     def get_data(
         self,
@@ -197,8 +201,9 @@ class SdmxService:
         start, end = validate_periods(start_period, end_period)
         if not 1 <= max_rows <= MAX_ROWS_LIMIT:
             raise InvalidRequestError(f"max_rows must be between 1 and {MAX_ROWS_LIMIT}")
-        ref = resolve(self.fetcher, self.parsed, p, ref)
-        return observations(self.fetcher, self.parsed, p, ref, key, start, end, max_rows)
+        with self.client.call():
+            ref = resolve(self.fetcher, self.parsed, p, ref)
+            return observations(self.fetcher, self.parsed, p, ref, key, start, end, max_rows)
 
     def status(self) -> StatisticsCacheStatus:
         """Where the cache lives, whether it persists, its size and each provider's budget use."""

@@ -6,12 +6,19 @@ is left of the current attempt's overall deadline. Without a proxy, connections 
 addresses :func:`governed_evidence.sdmx.origin.checked_addresses` found public (a second
 lookup cannot swap in another address), unless the attempt's provider allows private
 networks. The client opens each attempt with :func:`attempt_bounds`.
+
+Proxies come only from ``GOVERNED_EVIDENCE_SDMX_PROXY``: ``HTTPS_PROXY`` and the other
+environment variables are never read (``trust_env=False``), so a variable set for other
+programs cannot send statistics requests, and the provider allowlist's guarantees, through
+a machine the operator did not choose for them. :func:`environment_proxy_variable` lets
+an error say that one is set and ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import ssl
 import time
 from collections.abc import Iterable, Iterator
@@ -22,7 +29,10 @@ import httpx
 
 from governed_evidence.sdmx.origin import checked_addresses
 
-__all__ = ["attempt_bounds", "bounded_transport"]
+__all__ = ["ENVIRONMENT_PROXY_VARIABLES", "attempt_bounds", "bounded_transport", "environment_proxy_variable"]
+
+#: What httpx (and curl, pip, requests) would read a proxy from; this transport reads none of them.
+ENVIRONMENT_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 #: Monotonic time by which the current attempt must finish (None outside an attempt).
 _ATTEMPT_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("sdmx_attempt_deadline", default=None)
@@ -40,6 +50,11 @@ def attempt_bounds(deadline: float, *, private_ok: bool) -> Iterator[None]:
     finally:
         _PRIVATE_OK.reset(private_token)
         _ATTEMPT_DEADLINE.reset(deadline_token)
+
+
+def environment_proxy_variable() -> str | None:
+    """The name of the first environment proxy variable that is set (never its value, which may hold credentials)."""
+    return next((name for name in ENVIRONMENT_PROXY_VARIABLES if os.environ.get(name, "").strip()), None)
 
 
 def _remaining(timeout: float | None, error: type[Exception]) -> float | None:

@@ -29,6 +29,9 @@ class IndexMeta:
     default_classification: Classification | None = None
     built_at: str = ""
     corpus_name: str = ""
+    #: The corpus folder's resolved path, which tells an ingest whether the index it would
+    #: replace was built from another corpus; "" in indexes written before it was recorded.
+    corpus_path: str = ""
     documents: int = 0
     passages: int = 0
     #: Documents above the build ceiling: counted, never named.
@@ -64,6 +67,8 @@ class IndexMeta:
             out["default_classification"] = self.default_classification.label
         if self.corpus_fingerprint is not None:
             out["corpus_fingerprint"] = self.corpus_fingerprint
+        if self.corpus_path:
+            out["corpus_path"] = self.corpus_path
         out.update({f"{_FTS_ROWS}{label}": str(n) for label, n in self.fts_rows.items()})
         return out
 
@@ -86,6 +91,7 @@ class IndexMeta:
                 default_classification=Classification[default.upper()] if default else None,
                 built_at=rows.get("built_at", ""),
                 corpus_name=rows.get("corpus_name", ""),
+                corpus_path=rows.get("corpus_path", ""),
                 documents=int(rows.get("documents", "0")),
                 passages=int(rows.get("passages", "0")),
                 excluded_above_ceiling=int(rows.get("excluded_above_ceiling", "0")),

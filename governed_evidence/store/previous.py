@@ -1,10 +1,10 @@
-"""What a new build reads from the index it replaces: stored vectors to reuse, and whether
-the old index can simply be kept.
+"""What a new build reads from the index it replaces: stored vectors to reuse, whether the
+old index can simply be kept, and which corpus it was built from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import apsw
@@ -13,13 +13,47 @@ from governed_evidence.errors import GovernedEvidenceError
 from governed_evidence.store.connection import connect, meta_rows, read_meta
 from governed_evidence.store.meta import IndexMeta
 
-__all__ = ["KeptIndex", "kept_index", "reusable_vectors"]
+__all__ = ["BuiltFrom", "KeptIndex", "built_from", "kept_index", "reusable_vectors"]
 
 
 @dataclass(frozen=True)
 class KeptIndex:
     meta: IndexMeta
     superseded_documents: int
+    #: Documents per classification value: (documents, superseded ones among them), for the
+    #: report's per-level counts (what an ingest that parses nothing can still say).
+    by_level: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BuiltFrom:
+    """The corpus an existing index records it was built from."""
+
+    corpus_path: str
+    built_at: str
+
+
+def built_from(db: Path) -> BuiltFrom | None:
+    """The corpus folder the index at ``db`` was built from, when it records one.
+
+    None for no file, a file that is not an index, and indexes written before the folder
+    was recorded: those are replaced as any untrusted or anonymous index is. Raw rows, not
+    read_meta: an index of an older schema still belongs to its corpus.
+    """
+    if not db.is_file():
+        return None
+    try:
+        conn = connect(db, readonly=True)
+    except (apsw.Error, GovernedEvidenceError, OSError):
+        return None
+    try:
+        rows = meta_rows(conn)
+    except (apsw.Error, GovernedEvidenceError):
+        return None
+    finally:
+        conn.close()
+    path = rows.get("corpus_path", "")
+    return BuiltFrom(path, rows.get("built_at", "")) if path else None
 
 
 def reusable_vectors(db: Path, model_id: str, dimension: int, keys: set[str]) -> dict[str, bytes]:
@@ -77,7 +111,13 @@ def kept_index(db: Path, fingerprint: str) -> KeptIndex | None:
         if documents != meta.documents or not passages == vectors == meta.passages:
             return None
         (superseded,) = conn.execute("SELECT count(*) FROM documents WHERE status = 'superseded'").fetchone() or (0,)
-        return KeptIndex(meta, int(superseded))
+        by_level = {
+            int(level): (int(count), int(old or 0))
+            for level, count, old in conn.execute(
+                "SELECT classification, count(*), sum(status = 'superseded') FROM documents GROUP BY classification"
+            )
+        }
+        return KeptIndex(meta, int(superseded), by_level)
     except (apsw.Error, GovernedEvidenceError):
         return None
     finally:

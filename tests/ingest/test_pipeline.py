@@ -181,7 +181,8 @@ def test_broken_file_within_the_ceiling_is_rejected_by_name_and_logged(
     logged = [json.loads(line) for line in log_output.getvalue().splitlines() if line.strip()]
     rejected_events = [e for e in logged if e.get("event") == "file_rejected"]
     assert {e["document"] for e in rejected_events} == {"restricted/ledger-kestrel.md", "restricted/payroll-osprey.md"}
-    assert all(e["level"] == "warning" for e in rejected_events)
+    # Info: the report carries every rejection, and the CLI prints it (a warning would repeat it).
+    assert all(e["level"] == "info" for e in rejected_events)
 
 
 @pytest.mark.parametrize(
@@ -243,7 +244,10 @@ def test_links_loops_and_pipes_are_rejected_without_being_opened(tmp_path: Path)
     assert "outside the corpus" in dict(report.rejected)["public/outside.md"]
     assert not index_mentions(db, "plover")
     reasons = dict(report.rejected)
-    assert "loop" in reasons["public/loop-a.md"] and "loop" in reasons["public/loop-b.md"]
+    # Refused as links, not opened; the wording after "symbolic link" differs by Python version
+    # (a loop is named as one before 3.13 only), so only the behaviour is asserted.
+    assert reasons["public/loop-a.md"].startswith("symbolic link")
+    assert reasons["public/loop-b.md"].startswith("symbolic link")
     assert "outside the corpus" in reasons["public/dangling.md"]
     assert reasons["public/pipe.md"] == "not a regular file"
 

@@ -1,9 +1,15 @@
-"""`governed-evidence stats ...` prints what the tools return (and exactly that with --json)."""
+"""`governed-evidence stats ...` prints what the tools return (and exactly that with --json, failures included)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +84,51 @@ def test_bad_input_raises_the_package_error(cli: Callable[..., int], fake: FakeP
     with pytest.raises(InvalidRequestError):
         cli("stats", "data", G20, "A/B")
     assert fake.requests == []
+
+
+def test_json_failures_are_one_json_object(
+    cli: Callable[..., int], fake: FakeProviders, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.add("/dataflow/all/all/latest", b"slow down", "text/plain", status=429, **{"retry-after": "3600"})
+    assert cli("stats", "datasets", "consumer prices", "--json") == 1
+    failure = json.loads(capsys.readouterr().out)
+    assert failure == {
+        "error": "ProviderUnavailableError",
+        "message": "provider OECD is busy (HTTP 429) and asks to retry in 3600 s",
+        "retry_after_s": 3600.0,
+    }
+    # A bad argument: exit code 2, as the main CLI gives it; nothing was asked of the provider.
+    asked = len(fake.requests)
+    assert cli("stats", "data", G20, "A/B", "--json") == 2
+    failure = json.loads(capsys.readouterr().out)
+    assert failure["error"] == "InvalidRequestError" and failure["message"] and "retry_after_s" not in failure
+    assert len(fake.requests) == asked
+
+
+def test_json_failure_from_the_real_command_line(tmp_path: Path) -> None:
+    """`governed-evidence stats ... --json` as a script runs it, with the provider unreachable."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    providers = tmp_path / "providers.toml"
+    providers.write_text(f'[providers.MIRROR]\nbase_url = "http://127.0.0.1:{port}/rest"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOVERNED_EVIDENCE_") and "proxy" not in k.lower()}
+    env.update(
+        GOVERNED_EVIDENCE_DB=str(tmp_path / "none.sqlite"),
+        GOVERNED_EVIDENCE_SDMX_CACHE_PATH=str(tmp_path / "cache.sqlite"),
+        GOVERNED_EVIDENCE_SDMX_PROVIDERS=str(providers),
+        GOVERNED_EVIDENCE_SDMX_MAX_RETRIES="0",
+        GOVERNED_EVIDENCE_SDMX_DEADLINE_S="5",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "governed_evidence", "stats", "datasets", "prices", "--provider", "MIRROR", "--json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    failure = json.loads(done.stdout)
+    assert failure == {
+        "error": "ProviderUnavailableError",
+        "message": "provider MIRROR could not be reached (ConnectError); try again later",
+    }
+    assert "Traceback" not in done.stderr

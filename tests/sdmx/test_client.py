@@ -36,6 +36,7 @@ def _client(handler, clock: FakeClock, **kwargs: object) -> SdmxClient:  # type:
         wall_clock=clock,
         max_retries=int(kwargs.pop("max_retries", 2)),  # type: ignore[arg-type]
         max_retry_wait_s=float(kwargs.pop("max_retry_wait_s", 20.0)),  # type: ignore[arg-type]
+        deadline_s=float(kwargs.pop("deadline_s", 20.0)),  # type: ignore[arg-type]
     )
 
 
@@ -103,6 +104,59 @@ def test_transport_errors_are_retried_then_mapped(clock: FakeClock) -> None:
     with pytest.raises(ProviderUnavailableError, match="could not be reached \\(ConnectError\\)"):
         _client(failing, clock, max_retries=1).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
     assert len(calls) == 2
+
+
+def test_a_retry_after_past_the_call_deadline_fails_at_once(clock: FakeClock) -> None:
+    script = Script(httpx.Response(429, headers={"retry-after": "9"}), OK)
+    with pytest.raises(
+        ProviderUnavailableError, match="asks to retry in 9 s, past this call's deadline of 5 s"
+    ) as info:
+        _client(script, clock, deadline_s=5).fetch(
+            OECD, CATALOGUE, max_bytes=10**6, before_attempt=script.before_attempt
+        )
+    assert info.value.retry_after_s == 9
+    assert "GOVERNED_EVIDENCE_SDMX_DEADLINE_S" in str(info.value)
+    assert clock.sleeps == [] and len(script.requests) == 1 and script.attempts == 1
+
+
+def test_a_backoff_that_leaves_no_time_for_the_retry_is_not_slept(clock: FakeClock) -> None:
+    # Backoff 1 s, and a retry needs at least 1 s more: 1.5 s is not enough.
+    script = Script(httpx.Response(503), OK)
+    with pytest.raises(
+        ProviderUnavailableError, match=r"a retry would not finish within this call's deadline of 1\.5 s"
+    ):
+        _client(script, clock, deadline_s=1.5).fetch(
+            OECD, CATALOGUE, max_bytes=10**6, before_attempt=script.before_attempt
+        )
+    assert clock.sleeps == [] and len(script.requests) == 1
+
+
+def test_a_transport_failure_with_no_time_to_retry_says_so(clock: FakeClock) -> None:
+    def failing(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    with pytest.raises(ProviderUnavailableError, match=r"could not be reached \(ConnectError\), and a retry would not"):
+        _client(failing, clock, deadline_s=1.5).fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=lambda: None)
+    assert clock.sleeps == []
+
+
+def test_one_deadline_covers_every_request_of_a_call(clock: FakeClock) -> None:
+    """The service opens one deadline per tool call; a request after it has passed is not sent
+    and spends no budget."""
+    import time
+
+    script = Script(OK, OK)
+    client = _client(script, clock, deadline_s=0.2)
+    with client.call() as deadline:
+        assert deadline.seconds == 0.2
+        client.fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=script.before_attempt)
+        time.sleep(0.25)  # what parsing the first answer might take
+        with pytest.raises(ProviderUnavailableError, match=r"deadline of 0\.2 s .* was reached"):
+            client.fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=script.before_attempt)
+    assert script.attempts == 1 and len(script.requests) == 1
+    # Outside a call, each request has a deadline of its own.
+    client.fetch(OECD, CATALOGUE, max_bytes=10**6, before_attempt=script.before_attempt)
+    assert script.attempts == 2
 
 
 def test_other_statuses_are_returned_for_the_caller_to_judge(clock: FakeClock) -> None:

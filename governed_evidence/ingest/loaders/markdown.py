@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from governed_evidence.ingest.document import Block, BlockKind, LoadedDocument
-from governed_evidence.ingest.frontmatter import parse_front_matter
+from governed_evidence.ingest.frontmatter import front_matter_title, parse_front_matter
 
 __all__ = ["parse_markdown", "strip_template_tags"]
 
@@ -164,7 +164,7 @@ def _table_block(tokens: list[Token], start: int, lines: list[str], offset: int,
 
 
 def _title(front: dict[str, Any], first_h1: str | None, fallback: str) -> str:
-    value = front.get("title")
-    if isinstance(value, str) and value.strip():
+    value = front_matter_title(front)
+    if value is not None:
         return strip_template_tags(value).strip()
     return first_h1 or fallback

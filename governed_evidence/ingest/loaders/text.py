@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from governed_evidence.ingest.document import Block, LoadedDocument
-from governed_evidence.ingest.frontmatter import parse_front_matter
+from governed_evidence.ingest.frontmatter import front_matter_title, parse_front_matter
 
 __all__ = ["looks_like_heading", "parse_text"]
 
@@ -39,7 +39,7 @@ def parse_text(text: str, fallback_title: str) -> LoadedDocument:
             start = n
     blocks: list[Block] = []
     headings: tuple[str, ...] = ()
-    title: str | None = front.get("title") if isinstance(front.get("title"), str) else None
+    title = front_matter_title(front)
     for a, b in paragraphs:
         chunk = lines[a:b]
         heading: str | None = None
