@@ -68,16 +68,25 @@ def _service(
 
 
 def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from governed_evidence.ingest.progress import IngestProgress
+
     db = _db(args, settings)
-    report = composition.ingest(
-        settings,
-        Path(args.corpus),
-        db,
-        embedder_name=args.embedder,
-        ceiling=parse_level(args.ceiling),
-        default_classification=parse_level(args.default_classification),
-        force=args.force,
-    )
+    progress = None if args.quiet else IngestProgress()
+    try:
+        report = composition.ingest(
+            settings,
+            Path(args.corpus),
+            db,
+            embedder_name=args.embedder,
+            ceiling=parse_level(args.ceiling),
+            default_classification=parse_level(args.default_classification),
+            force=args.force,
+            progress=progress,
+        )
+    finally:
+        # Also on Ctrl-C or an error: the bar ends before anything else is printed.
+        if progress is not None:
+            progress.close()
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
         return 0
@@ -314,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (by default: a bar on a terminal, a line every few seconds otherwise)",
+    )
     p.set_defaults(func=_cmd_ingest)
 
     p = sub.add_parser("search", help="search the policy documents")

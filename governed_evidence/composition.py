@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from governed_evidence.embeddings.base import Embedder
     from governed_evidence.ingest.pipeline import IngestReport
+    from governed_evidence.ingest.report import ProgressFn
     from governed_evidence.mcp.status import ServerStatus
     from governed_evidence.sdmx.deferred import DeferredSdmxService
     from governed_evidence.sdmx.service import SdmxService
@@ -79,6 +80,7 @@ def ingest(
     ceiling: Classification,
     default_classification: Classification,
     force: bool,
+    progress: ProgressFn | None = None,
 ) -> IngestReport:
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.ingest.pipeline import ingest_corpus
@@ -92,6 +94,7 @@ def ingest(
         default_classification=default_classification,
         max_file_bytes=settings.max_file_bytes,
         force=force,
+        progress=progress,
         # The default index file is shared by whatever an operator ingests without --db:
         # replacing another corpus's index takes --force (which also rebuilds an unchanged one).
         refuse_other_corpus=not force,

@@ -146,7 +146,9 @@ def ingest_corpus(
     # the next ingest rebuilds instead of keeping the rejection.
     deterministic = True
     prepared: list[Prepared] = []
-    for source in considered:
+    for index, source in enumerate(considered):
+        if progress is not None:
+            progress("reading", index, len(considered))
         path, rel = source.path, source.rel
         if not source.supported:
             report.unsupported_files += 1
@@ -206,6 +208,8 @@ def ingest_corpus(
             continue
         prepared.append(item)
         report.count(item.row.classification, decided.decided_by, "superseded" if item.row.superseded_by else "indexed")
+    if progress is not None and considered:
+        progress("reading", len(considered), len(considered))
     report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started
 
     known_paths = {p.row.path for p in prepared}
