@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -167,3 +170,24 @@ def meta_of(db: Path) -> dict[str, str]:
         return meta_rows(conn)
     finally:
         conn.close()
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, log_level: str = "INFO", drop: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``python -m governed_evidence ARGS`` from the repository root, as an operator runs it.
+
+    ``drop``: variables of this environment not to pass on (a CI job's ceiling, say).
+    """
+    full_env = {**os.environ, "GOVERNED_EVIDENCE_LOG_LEVEL": log_level, **(env or {})}
+    for name in drop:
+        full_env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "governed_evidence", *args],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+        check=False,
+    )

@@ -3,31 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from governed_evidence.mcp.status import ServerStatus
 from governed_evidence.search.models import SearchResponse
+from tests.helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "GOVERNED_EVIDENCE_LOG_LEVEL": "INFO", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "governed_evidence", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(*args, env=env, log_level="INFO")
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,24 +20,14 @@ from governed_evidence.errors import GovernedEvidenceError, IndexMissingError
 from governed_evidence.mcp.errors import INTERNAL_ERROR_MESSAGE, to_tool_error
 from governed_evidence.search.visibility import visibility
 from governed_evidence.store.connection import connect, read_meta
-from tests.helpers import write
+from tests.helpers import run_cli, write
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "governed_evidence"
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "GOVERNED_EVIDENCE_LOG_LEVEL": "WARNING", **(env or {})}
-    full_env.pop("GOVERNED_EVIDENCE_CEILING", None)
-    return subprocess.run(
-        [sys.executable, "-m", "governed_evidence", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(*args, env=env, log_level="WARNING", drop=("GOVERNED_EVIDENCE_CEILING",))
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,16 @@ from governed_evidence.store.meta import IndexMeta
 __all__ = ["BuiltFrom", "KeptIndex", "built_from", "kept_index", "reusable_vectors"]
 
 
+def _open(db: Path) -> apsw.Connection | None:
+    """A read-only connection to the index at ``db``; None when there is none or it cannot be opened."""
+    if not db.is_file():
+        return None
+    try:
+        return connect(db, readonly=True)
+    except (apsw.Error, GovernedEvidenceError, OSError):
+        return None
+
+
 @dataclass(frozen=True)
 class KeptIndex:
     meta: IndexMeta
@@ -40,11 +50,8 @@ def built_from(db: Path) -> BuiltFrom | None:
     was recorded: those are replaced as any untrusted or anonymous index is. Raw rows, not
     read_meta: an index of an older schema still belongs to its corpus.
     """
-    if not db.is_file():
-        return None
-    try:
-        conn = connect(db, readonly=True)
-    except (apsw.Error, GovernedEvidenceError, OSError):
+    conn = _open(db)
+    if conn is None:
         return None
     try:
         rows = meta_rows(conn)
@@ -91,11 +98,8 @@ def reusable_vectors(db: Path, model_id: str, dimension: int, keys: set[str]) ->
 def kept_index(db: Path, fingerprint: str) -> KeptIndex | None:
     """The description of the index at ``db`` if it was built from this very fingerprint and
     is sound, else None (then it is rebuilt, as any index that cannot be trusted is)."""
-    if not db.is_file():
-        return None
-    try:
-        conn = connect(db, readonly=True)
-    except (apsw.Error, GovernedEvidenceError, OSError):
+    conn = _open(db)
+    if conn is None:
         return None
     try:
         meta = read_meta(conn)  # refuses another schema version
