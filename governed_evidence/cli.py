@@ -206,7 +206,7 @@ def _print_visibility(db: Path, ceiling: Classification) -> None:
 
 def _cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     service = _service(args, settings)
-    db = _db(args, settings)
+    db = service.db
     with _naming_the_index(db):
         response = service.search(args.query, limit=args.limit, mode=args.mode, confidence_level=args.confidence)
     if args.json:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.startup import rpc_request
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
 from tests.helpers import HashEmbedder, small_corpus
@@ -164,14 +165,9 @@ def test_ctrl_c_mid_embedding_leaves_the_previous_index_and_says_so(tmp_path: Pa
     assert _leftovers(db) == []
 
 
-def test_ctrl_c_while_the_shadow_file_is_written_removes_it(tmp_path: Path) -> None:
-    corpus = small_corpus(tmp_path / "corpus")
-    db = tmp_path / "evidence.sqlite"
-    # The same embedder but a different build ceiling: a real rebuild, into a shadow file.
-    ingest_corpus(corpus, db, HashEmbedder(), ceiling=Classification.INTERNAL, progress=None)
-    before = _sha256(db)
-    marker = tmp_path / "phase"
-    done = subprocess.run(
+def _interrupted_in_write_phase(marker: Path, corpus: Path, db: Path) -> subprocess.CompletedProcess[str]:
+    """``ingest`` run under IN_WRITE_PHASE, which interrupts it once the shadow file is written."""
+    return subprocess.run(
         [sys.executable, "-c", IN_WRITE_PHASE, str(marker), "ingest", "--corpus", str(corpus), "--db", str(db)],
         cwd=REPO,
         env=_env(),
@@ -180,6 +176,16 @@ def test_ctrl_c_while_the_shadow_file_is_written_removes_it(tmp_path: Path) -> N
         timeout=120,
         check=False,
     )
+
+
+def test_ctrl_c_while_the_shadow_file_is_written_removes_it(tmp_path: Path) -> None:
+    corpus = small_corpus(tmp_path / "corpus")
+    db = tmp_path / "evidence.sqlite"
+    # The same embedder but a different build ceiling: a real rebuild, into a shadow file.
+    ingest_corpus(corpus, db, HashEmbedder(), ceiling=Classification.INTERNAL, progress=None)
+    before = _sha256(db)
+    marker = tmp_path / "phase"
+    done = _interrupted_in_write_phase(marker, corpus, db)
     assert marker.read_text().startswith(".evidence.sqlite.build-"), "no shadow file when the signal came"
     assert done.returncode == 130, done.stderr
     assert _after_progress(done.stderr) == "interrupted; the previous index is unchanged"
@@ -191,15 +197,7 @@ def test_ctrl_c_of_a_first_ingest_says_no_index_was_written(tmp_path: Path) -> N
     corpus = small_corpus(tmp_path / "corpus")
     db = tmp_path / "evidence.sqlite"
     marker = tmp_path / "phase"
-    done = subprocess.run(
-        [sys.executable, "-c", IN_WRITE_PHASE, str(marker), "ingest", "--corpus", str(corpus), "--db", str(db)],
-        cwd=REPO,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _interrupted_in_write_phase(marker, corpus, db)
     assert done.returncode == 130, done.stderr
     assert _after_progress(done.stderr) == "interrupted; no index was written"
     assert not db.exists() and _leftovers(db) == []
@@ -236,19 +234,8 @@ def test_ctrl_c_of_serve_is_a_log_line_and_exit_130(tmp_path: Path) -> None:
     )
     assert proc.stdin is not None and proc.stdout is not None
     try:
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        }
-        proc.stdin.write(json.dumps(initialize) + "\n")
-        proc.stdin.flush()
-        assert json.loads(proc.stdout.readline())["id"] == 1  # serving
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        assert rpc_request(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})  # serving
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

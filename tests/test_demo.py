@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shlex
@@ -14,17 +13,14 @@ import pytest
 
 from governed_evidence import __version__
 from governed_evidence.config import Settings
+from tests.helpers import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def demo() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo", REPO / "scripts" / "demo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("demo")
 
 
 def test_the_demo_index_is_not_the_default_index(demo: ModuleType) -> None:

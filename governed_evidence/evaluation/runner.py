@@ -25,10 +25,20 @@ from governed_evidence.ingest.guards import find_credentials
 from governed_evidence.search.limits import ConfidenceLevel, SearchMode
 from governed_evidence.search.models import SearchResponse
 
-__all__ = ["GOVERNANCE_SLICES", "Searcher", "SliceReport", "run_slices"]
+__all__ = [
+    "GATE_LIMIT",
+    "GOVERNANCE_SLICES",
+    "Searcher",
+    "SliceReport",
+    "abstention_report",
+    "retrieval_report",
+    "run_slices",
+]
 
 #: Slices that test governance rather than quality; run through the MCP tools in `eval`.
 GOVERNANCE_SLICES = ("denied", "secret", "superseded")
+#: Results asked for when a slice is scored as the gate is judged: strict confidence, 8 results.
+GATE_LIMIT = 8
 
 
 class Searcher(Protocol):
@@ -77,12 +87,13 @@ def _documents(response: SearchResponse) -> list[str]:
     return docs
 
 
-def _retrieval(questions: list[Question], service: Searcher, mode: SearchMode, name: str) -> SliceReport:
+def retrieval_report(questions: list[Question], service: Searcher, mode: SearchMode, name: str) -> SliceReport:
+    """hit@1, hit@3, MRR and false abstention of ``questions`` at strict confidence (distinct documents in order)."""
     report = SliceReport(name, mode)
     hit1 = hit3 = rr = 0.0
     abstained = 0
     for q in questions:
-        response = service.search(q.question, limit=8, mode=mode, confidence_level="strict")
+        response = service.search(q.question, limit=GATE_LIMIT, mode=mode, confidence_level="strict")
         docs = _documents(response)
         report.n += 1
         rank = next((i + 1 for i, d in enumerate(docs) if d in q.expected), None)
@@ -103,10 +114,13 @@ def _retrieval(questions: list[Question], service: Searcher, mode: SearchMode, n
     return report
 
 
-def _unanswerable(questions: list[Question], service: Searcher, mode: SearchMode) -> SliceReport:
-    report = SliceReport("unanswerable", mode)
+def abstention_report(
+    questions: list[Question], service: Searcher, mode: SearchMode, name: str = "unanswerable"
+) -> SliceReport:
+    """The share of ``questions`` abstained on at strict confidence; each answer is a failure."""
+    report = SliceReport(name, mode)
     for q in questions:
-        response = service.search(q.question, limit=8, mode=mode, confidence_level="strict")
+        response = service.search(q.question, limit=GATE_LIMIT, mode=mode, confidence_level="strict")
         report.n += 1
         if response.status == "NO_RELEVANT_CONTEXT":
             report.passed += 1
@@ -123,7 +137,7 @@ def _superseded(questions: list[Question], service: Searcher, mode: SearchMode, 
     report = SliceReport("superseded", mode)
     cited_old = 0
     for q in questions:
-        response = service.search(q.question, limit=8, mode=mode, confidence_level="strict")
+        response = service.search(q.question, limit=GATE_LIMIT, mode=mode, confidence_level="strict")
         docs = _documents(response)
         report.n += 1
         old = [d for d in docs if d in superseded]
@@ -194,9 +208,9 @@ def run_slices(
     reports: list[SliceReport] = []
     for name in ("answerable", "paraphrase"):
         if name in by_slice:
-            reports.append(_retrieval(by_slice[name], gated, mode, name))
+            reports.append(retrieval_report(by_slice[name], gated, mode, name))
     if "unanswerable" in by_slice:
-        reports.append(_unanswerable(by_slice["unanswerable"], gated, mode))
+        reports.append(abstention_report(by_slice["unanswerable"], gated, mode))
     if "superseded" in by_slice:
         reports.append(
             _superseded(by_slice["superseded"], governance_for(ceiling, True), mode, superseded_documents or set())

@@ -28,7 +28,7 @@ from governed_evidence.config import Classification, parse_level
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import ConfigError, GovernedEvidenceError
 from governed_evidence.evaluation.questions import Question, load_questions
-from governed_evidence.evaluation.runner import SliceReport
+from governed_evidence.evaluation.runner import GATE_LIMIT, SliceReport, abstention_report, retrieval_report
 from governed_evidence.search.limits import SearchMode
 
 # The CLI imports this module's parent on every command; the search service (and with it
@@ -41,8 +41,7 @@ __all__ = ["SUITES", "CorpusSpec", "SuiteRun", "load_suite", "run_suite", "score
 
 #: The suites ``evals/suites.toml`` may define.
 SUITES = ("tuning", "validation")
-#: Results asked for when scoring as the gate does, and at ``confidence normal``.
-_STRICT_LIMIT = 8
+#: Results asked for at ``confidence normal`` (strict is scored as the release gate scores it).
 _NORMAL_LIMIT = 10
 
 
@@ -142,61 +141,32 @@ def score_corpus(
     return reports
 
 
-def _distinct(documents: list[str]) -> list[str]:
-    return list(dict.fromkeys(documents))
-
-
 def _retrieval(label: str, questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
-    report = SliceReport(label, mode)
-    totals = dict.fromkeys(
-        ("hit@1", "hit@3", "mrr", "false_abstention", "normal_hit@3", "page@10", "recall@10", "recall@50"), 0.0
-    )
+    # Strict, as the release gate scores a slice; then normal and recall, question by question.
+    report = retrieval_report(questions, service, mode, label)
+    totals = dict.fromkeys(("normal_hit@3", "page@10", "recall@10", "recall@50"), 0.0)
     for q in questions:
         expected = set(q.expected)
-        strict = service.search(q.question, limit=_STRICT_LIMIT, mode=mode, confidence_level="strict")
-        docs = _distinct([r.document for r in strict.results])
-        rank = next((i + 1 for i, d in enumerate(docs) if d in expected), None)
-        report.n += 1
-        if strict.status == "NO_RELEVANT_CONTEXT":
-            totals["false_abstention"] += 1
-            report.failures.append({"id": q.id, "outcome": "false_abstention"})
-        elif rank is not None and rank <= 3:
-            report.passed += 1
-        else:
-            report.failures.append({"id": q.id, "outcome": "miss", "got": docs[:3]})
-        if rank is not None and strict.status != "NO_RELEVANT_CONTEXT":
-            totals["hit@1"] += rank == 1
-            totals["hit@3"] += rank <= 3
-            totals["mrr"] += 1.0 / rank
         normal = service.search(q.question, limit=_NORMAL_LIMIT, mode=mode, confidence_level="normal")
         normal_docs = [r.document for r in normal.results]
-        totals["normal_hit@3"] += any(d in expected for d in _distinct(normal_docs)[:3])
+        totals["normal_hit@3"] += any(d in expected for d in list(dict.fromkeys(normal_docs))[:3])
         totals["page@10"] += any(d in expected for d in normal_docs)
         ranked = [c.document for c in service.rank(q.question, mode).candidates]
         totals["recall@10"] += any(d in expected for d in ranked[:10])
         totals["recall@50"] += any(d in expected for d in ranked[:50])
     n = max(report.n, 1)
-    report.metrics = {k: v / n for k, v in totals.items()}
+    report.metrics.update({k: v / n for k, v in totals.items()})
     return report
 
 
 def _abstention(label: str, questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
-    report = SliceReport(label, mode)
-    normal_abstained = 0
-    for q in questions:
-        report.n += 1
-        strict = service.search(q.question, limit=_STRICT_LIMIT, mode=mode, confidence_level="strict")
-        if strict.status == "NO_RELEVANT_CONTEXT":
-            report.passed += 1
-        else:
-            top = strict.results[0]
-            report.failures.append(
-                {"id": q.id, "outcome": "false_answer", "document": top.document, "confidence": top.confidence}
-            )
-        normal = service.search(q.question, limit=_STRICT_LIMIT, mode=mode, confidence_level="normal")
-        normal_abstained += normal.status == "NO_RELEVANT_CONTEXT"
-    n = max(report.n, 1)
-    report.metrics = {"abstention_rate": report.passed / n, "normal_abstention_rate": normal_abstained / n}
+    report = abstention_report(questions, service, mode, label)
+    normal_abstained = sum(
+        service.search(q.question, limit=GATE_LIMIT, mode=mode, confidence_level="normal").status
+        == "NO_RELEVANT_CONTEXT"
+        for q in questions
+    )
+    report.metrics["normal_abstention_rate"] = normal_abstained / max(report.n, 1)
     return report
 
 

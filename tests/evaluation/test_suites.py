@@ -77,27 +77,36 @@ def test_named_folders_are_the_whole_corpus(tmp_path: Path) -> None:
     assert (root / "MANIFEST.md").is_file(), "the source is never touched"
 
 
+def _sample_suite(
+    tmp_path: Path, sample_index: Path, slices: tuple[str, ...], most: int | None = None
+) -> tuple[Path, CorpusSpec]:
+    """A cache folder holding the session's sample index, and a spec asking the sample's
+    questions of ``slices`` (the first ``most``). The corpus is unchanged, so the index is
+    kept as is and nothing is re-embedded."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shutil.copy(sample_index, cache / "sample.sqlite")
+    lines = [
+        line
+        for line in (REPO / "evals" / "questions.jsonl").read_text().splitlines()
+        if json.loads(line)["slice"] in slices
+    ][:most]
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("\n".join(lines) + "\n")
+    spec = CorpusSpec(
+        "sample", REPO / "data" / "sample_corpus", questions,
+        default_classification=Classification.RESTRICTED, ceiling=Classification.INTERNAL,
+    )  # fmt: skip
+    return cache, spec
+
+
 def test_a_suite_scores_each_corpus_and_skips_an_absent_one(
     sample_index: Path,
     minilm,  # type: ignore[no-untyped-def]
     tmp_path: Path,
 ) -> None:
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    # The session's sample index, kept as is: the corpus is unchanged, so nothing is re-embedded.
-    shutil.copy(sample_index, cache / "sample.sqlite")
-    questions = tmp_path / "questions.jsonl"
-    kept = [
-        line
-        for line in (REPO / "evals" / "questions.jsonl").read_text().splitlines()
-        if json.loads(line)["slice"] in ("answerable", "paraphrase", "unanswerable")
-    ]
-    questions.write_text("\n".join(kept) + "\n")
-    present = CorpusSpec(
-        "sample", REPO / "data" / "sample_corpus", questions,
-        default_classification=Classification.RESTRICTED, ceiling=Classification.INTERNAL,
-    )  # fmt: skip
-    absent = CorpusSpec("elsewhere", tmp_path / "no-such-corpus", questions)
+    cache, present = _sample_suite(tmp_path, sample_index, ("answerable", "paraphrase", "unanswerable"))
+    absent = CorpusSpec("elsewhere", tmp_path / "no-such-corpus", present.questions)
     run = run_suite([present, absent], minilm, ("hybrid",), cache_dir=cache)
 
     assert run.skipped == {"elsewhere": f"corpus folder {tmp_path / 'no-such-corpus'} is absent on this machine"}
@@ -139,19 +148,7 @@ def test_a_suite_searches_through_the_reranker_it_is_given(
     minilm,  # type: ignore[no-untyped-def]
     tmp_path: Path,
 ) -> None:
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    shutil.copy(sample_index, cache / "sample.sqlite")
-    questions = tmp_path / "questions.jsonl"
-    answerable = [
-        line for line in (REPO / "evals" / "questions.jsonl").read_text().splitlines()
-        if json.loads(line)["slice"] == "answerable"
-    ][:5]  # fmt: skip
-    questions.write_text("\n".join(answerable) + "\n")
-    spec = CorpusSpec(
-        "sample", REPO / "data" / "sample_corpus", questions,
-        default_classification=Classification.RESTRICTED, ceiling=Classification.INTERNAL,
-    )  # fmt: skip
+    cache, spec = _sample_suite(tmp_path, sample_index, ("answerable",), most=5)
     reranker = _WithholdAll()
     run = run_suite([spec], minilm, ("hybrid",), cache_dir=cache, reranker=reranker)
     metrics = {r.slice: r.metrics for r in run.reports}["sample:answerable"]

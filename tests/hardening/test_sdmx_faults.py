@@ -23,7 +23,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from governed_evidence.errors import (
 )
 from governed_evidence.sdmx.service import SdmxService
 from tests.hardening import figures
+from tests.hardening.listener import Listener
 from tests.sdmx.helpers import CSV_CT, STRUCTURE_CT, FakeClock, fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -160,23 +160,12 @@ class Upstream:
     requests: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(32)
-        self.port = self.server.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.listener = Listener(self._handle)
+        self.port = self.listener.port
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/rest"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
         try:
@@ -199,7 +188,7 @@ class Upstream:
             conn.close()
 
     def close(self) -> None:
-        self.server.close()
+        self.listener.close()
 
 
 @pytest.fixture

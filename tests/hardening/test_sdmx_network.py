@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import socket
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from governed_evidence.errors import ProviderUnavailableError
 from governed_evidence.sdmx.service import SdmxService
 from tests.hardening import figures
 from tests.hardening.conftest import LogCapture
+from tests.hardening.listener import Listener
 from tests.hardening.test_sdmx_faults import (
     CATALOGUE_PATH,
     DATA_PATH,
@@ -62,22 +62,11 @@ class ForwardProxy:
     requests: list[tuple[str, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(16)
-        self.port = self.server.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.listener = Listener(self._handle, backlog=16)
+        self.port = self.listener.port
 
     def url(self, credentials: str = "") -> str:
         return f"http://{credentials}127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
         try:
@@ -107,7 +96,7 @@ class ForwardProxy:
             conn.close()
 
     def close(self) -> None:
-        self.server.close()
+        self.listener.close()
 
 
 @pytest.fixture

@@ -5,28 +5,18 @@ The build itself and the smoke test run in `make container` (make ci)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.helpers import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_HUB_ONLY = ("huggingface-hub", "hf-xet", "fsspec", "filelock", "tqdm")
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-smoke = _load("container_smoke")
+smoke = load_script("container_smoke")
 
 
 def pins(lock: str) -> dict[str, str]:

@@ -6,16 +6,16 @@ working tree's own .venv is never touched.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.helpers import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 COPIED = ("Makefile", "pyproject.toml", "scripts/check_python.py", "requirements/lock.txt", "requirements/tools.txt")
@@ -23,15 +23,7 @@ COPIED = ("Makefile", "pyproject.toml", "scripts/check_python.py", "requirements
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 
-def _check_python() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_python", REPO / "scripts" / "check_python.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-check_python = _check_python()
+check_python = load_script("check_python")
 
 
 @pytest.fixture

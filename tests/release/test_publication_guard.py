@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.helpers import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _guard() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("publication_guard", REPO / "scripts" / "publication_guard.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-guard = _guard()
+guard = load_script("publication_guard")
 
 # Fake values assembled at run time so this file itself stays clean.
 HOME = "/" + "home/alice/project"
