@@ -35,6 +35,9 @@ SEED = 8
 #: Phases the kills are spread over (two kills in each of the longer ones).
 KILL_PHASES = ["parse", "embed", "write", "write", "commit", "commit"]
 MIN_KILLS = 5
+#: Tries per phase when a kill lands after the phase it aimed at.
+KILL_ATTEMPTS = 3
+ORDER = ["parse", "embed", "write", "commit", "published", "done"]
 
 CHILD = textwrap.dedent(
     """
@@ -121,6 +124,61 @@ def _marks(lines: list[str]) -> dict[str, float]:
     return found
 
 
+def _kill_once(
+    corpus: Path,
+    db: Path,
+    pristine: Path,
+    phase: str,
+    delay: float,
+    old: tuple[int, int, str],
+    new: tuple[int, int, str],
+) -> str | None:
+    """One rebuild of ``db`` killed ``delay`` s after it reports ``phase``; checks what then serves.
+
+    Returns the last phase the child reported, or None when it finished before the kill.
+    """
+    # Each run starts from the previous index (replaced atomically, as a rebuild would).
+    staged = db.with_name("staged.sqlite")
+    shutil.copyfile(pristine, staged)
+    os.replace(staged, db)
+    previous_inode = os.stat(db).st_ino
+    child = _child(corpus, db)
+    assert child.stdout is not None
+    seen = [child.stdout.readline()]
+    while not seen[-1].endswith(f" {phase}\n"):
+        assert seen[-1], f"the child ended before reaching {phase}"
+        seen.append(child.stdout.readline())
+    time.sleep(delay)
+    child.send_signal(signal.SIGKILL)
+    rest, _ = child.communicate(timeout=60)
+    reached: str | None = list(_marks([*seen, *rest.splitlines()]))[-1]
+    if child.returncode == 0:
+        reached = None
+    else:
+        assert child.returncode == -signal.SIGKILL, child.returncode
+
+    documents, passages, check = _counts(db)
+    assert check == "ok"
+    # The rename is the last step of commit and "published" is printed after it, so a
+    # kill between the two leaves the new file in place with "commit" as the last mark:
+    # whether the rename happened is read from the file's identity, not from the mark.
+    renamed = os.stat(db).st_ino != previous_inode
+    if reached in (None, "published"):
+        assert renamed
+    if renamed:
+        # Killed after the rename: the finished new index is what serves.
+        assert (documents, passages) == new[:2]
+    else:
+        assert (documents, passages) == old[:2], f"killed in {reached}: the previous index changed"
+    fresh = SearchService(db, ceiling=Classification.RESTRICTED, embedder_factory=HashEmbedder)
+    try:
+        assert fresh.status().ok
+        assert fresh.search("reservoirs clause", limit=3, confidence_level="normal").results
+    finally:
+        fresh.reader.close()
+    return reached
+
+
 @dataclass
 class Reader:
     """Searches the served index continuously; records what it saw."""
@@ -189,50 +247,21 @@ def test_kill_9_during_ingest_leaves_the_previous_index_serving(tmp_path: Path) 
     finished = 0
     try:
         for phase in KILL_PHASES:
-            # Each run starts from the previous index (replaced atomically, as a rebuild would).
-            staged = tmp_path / "staged.sqlite"
-            shutil.copyfile(pristine, staged)
-            os.replace(staged, db)
-            previous_inode = os.stat(db).st_ino
             # A random moment inside the phase, measured from the child's own report of it.
             # (Commit is short and ends in the rename, so its kills come in its first half.)
             delay = rng.uniform(0.0, (0.5 if phase == "commit" else 0.9) * durations[phase])
-            child = _child(new_corpus, db)
-            assert child.stdout is not None
-            seen = [child.stdout.readline()]
-            while not seen[-1].endswith(f" {phase}\n"):
-                assert seen[-1], f"the child ended before reaching {phase}"
-                seen.append(child.stdout.readline())
-            time.sleep(delay)
-            child.send_signal(signal.SIGKILL)
-            rest, _ = child.communicate(timeout=60)
-            reached = list(_marks([*seen, *rest.splitlines()]))[-1]
-            if child.returncode == 0:
-                finished += 1  # this run beat its kill: a finished rebuild, checked below all the same
-                reached = "published"
-            else:
-                assert child.returncode == -signal.SIGKILL, child.returncode
-                outcomes.append((phase, reached, round(delay, 3)))
-
-            documents, passages, check = _counts(db)
-            assert check == "ok"
-            # The rename is the last step of commit and "published" is printed after it, so a
-            # kill between the two leaves the new file in place with "commit" as the last mark:
-            # whether the rename happened is read from the file's identity, not from the mark.
-            renamed = os.stat(db).st_ino != previous_inode
-            if reached == "published":
-                assert renamed
-            if renamed:
-                # Killed after the rename: the finished new index is what serves.
-                assert (documents, passages) == new[:2]
-            else:
-                assert (documents, passages) == old[:2], f"killed in {reached}: the previous index changed"
-            fresh = SearchService(db, ceiling=Classification.RESTRICTED, embedder_factory=HashEmbedder)
-            try:
-                assert fresh.status().ok
-                assert fresh.search("reservoirs clause", limit=3, confidence_level="normal").results
-            finally:
-                fresh.reader.close()
+            for _attempt in range(KILL_ATTEMPTS):
+                reached = _kill_once(new_corpus, db, pristine, phase, delay, old, new)
+                if reached is None:
+                    finished += 1  # this run beat its kill: a finished rebuild, checked all the same
+                else:
+                    outcomes.append((phase, reached, round(delay, 3)))
+                    if ORDER.index(reached) <= ORDER.index(phase):
+                        break
+                # The phase ended sooner than in the measuring run (a loaded machine varies by
+                # more than the phase lasts): the kill landed later, so aim earlier, a bounded
+                # number of times, to have a kill inside every phase.
+                delay /= 4
         # A finished rebuild afterwards publishes and removes the killed runs' shadow files.
         child = _child(new_corpus, db)
         out, _ = child.communicate(timeout=120)
