@@ -28,6 +28,9 @@ COVERAGE_MIN := 85
 # The workspace's offline advisory database wrapper, when this machine has one.
 OSV_LOCAL := ../shared/tools/osv-local
 AUDITED_LOCKS := requirements/lock.txt requirements/runtime.txt requirements/build.txt requirements/tools.txt
+# Extras both the development lock and the runtime lock carry: tracing (otel) is optional for
+# `pip install .`, but the tests exercise it and the image ships it (ADR 0009).
+LOCK_EXTRAS := --extra otel
 # What the runtime lock leaves out (the model-hub client tokenizers declares; see the file).
 RUNTIME_OVERRIDES := --overrides requirements/runtime-overrides.txt
 
@@ -177,16 +180,18 @@ publication-guard:
 wheel-check: $(STAMP)
 	$(BIN)/python scripts/wheel_check.py
 
-# Build the image and smoke-test it over stdio, read-only, without network; then remove the
-# untagged images the build left (the builder stage; the previous image once the tag moved).
+# Build the image and smoke-test it over stdio, read-only, without network, then in team mode
+# (streamable HTTP with a bearer token, read-only, published on 127.0.0.1; the token is issued
+# by .venv's CLI); then remove the untagged images the build left (the builder stage; the
+# previous image once the tag moved).
 container:
 	$(PYTHON) scripts/container_smoke.py --build --image governed-evidence:ci
 
 # Regenerate the hashed locks from pyproject.toml (after adding or changing a dependency).
 # `make lock UPGRADE=1` also moves unpinned transitive dependencies to their newest release.
 lock: $(TOOLS_STAMP)
-	$(UV) pip compile $(LOCK_FLAGS) --extra dev pyproject.toml requirements/build.in -o requirements/lock.txt
-	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml -c requirements/lock.txt $(RUNTIME_OVERRIDES) -o requirements/runtime.txt
+	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) --extra dev pyproject.toml requirements/build.in -o requirements/lock.txt
+	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) pyproject.toml -c requirements/lock.txt $(RUNTIME_OVERRIDES) -o requirements/runtime.txt
 	$(UV) pip compile $(LOCK_FLAGS) requirements/build.in -c requirements/lock.txt -o requirements/build.txt
 
 lock-tools: $(TOOLS_STAMP)
@@ -197,8 +202,8 @@ lock-tools: $(TOOLS_STAMP)
 lock-check: $(TOOLS_STAMP)
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	mkdir -p "$$tmp/requirements"; cp requirements/*.txt requirements/*.in "$$tmp/requirements/"; \
-	$(UV) pip compile $(LOCK_FLAGS) --extra dev pyproject.toml requirements/build.in -o "$$tmp/requirements/lock.txt"; \
-	$(UV) pip compile $(LOCK_FLAGS) pyproject.toml -c "$$tmp/requirements/lock.txt" $(RUNTIME_OVERRIDES) \
+	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) --extra dev pyproject.toml requirements/build.in -o "$$tmp/requirements/lock.txt"; \
+	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) pyproject.toml -c "$$tmp/requirements/lock.txt" $(RUNTIME_OVERRIDES) \
 		-o "$$tmp/requirements/runtime.txt"; \
 	$(UV) pip compile $(LOCK_FLAGS) requirements/build.in -c "$$tmp/requirements/lock.txt" -o "$$tmp/requirements/build.txt"; \
 	for f in lock runtime build; do \

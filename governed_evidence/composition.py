@@ -20,12 +20,23 @@ if TYPE_CHECKING:
     from governed_evidence.embeddings.base import Embedder
     from governed_evidence.ingest.pipeline import IngestReport
     from governed_evidence.ingest.report import ProgressFn
+    from governed_evidence.mcp.audit import AuditSink
     from governed_evidence.mcp.status import ServerStatus
     from governed_evidence.sdmx.deferred import DeferredSdmxService
     from governed_evidence.sdmx.service import SdmxService
+    from governed_evidence.search.levels import LevelServices
     from governed_evidence.search.service import SearchService
+    from governed_evidence.search.vectors import MemoryBudget
 
-__all__ = ["deferred_statistics", "ingest", "search_service", "server_status", "statistics_service"]
+__all__ = [
+    "audit_sink",
+    "deferred_statistics",
+    "ingest",
+    "level_services",
+    "search_service",
+    "server_status",
+    "statistics_service",
+]
 
 
 def search_service(
@@ -35,6 +46,7 @@ def search_service(
     ceiling: Classification,
     embedder_factory: Callable[[], Embedder] | None = None,
     serving: bool = False,
+    budget: MemoryBudget | None = None,
 ) -> SearchService:
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.search.rerank import make_reranker
@@ -46,10 +58,36 @@ def search_service(
         embedder_factory=embedder_factory or (lambda: make_embedder(settings)),
         gate_enabled=settings.gate == "on",
         # A one-shot command answers one query: copying every vector first would cost more.
-        vector_memory_bytes=settings.vector_memory_mb * 2**20 if serving else 0,
+        # A server of several ceilings shares one budget between their copies.
+        vector_memory_bytes=(budget or settings.vector_memory_mb * 2**20) if serving else 0,
         # None unless the operator turned it on (ADR 0008); its HTTP client is made on first use.
         reranker=make_reranker(settings),
     )
+
+
+def level_services(
+    settings: Settings, *, db: Path, ceiling: Classification, embedder_factory: Callable[[], Embedder]
+) -> LevelServices:
+    """The services of a team server: one per level served, made on first use, one vector budget."""
+    from governed_evidence.search.levels import LevelServices
+    from governed_evidence.search.vectors import MemoryBudget
+
+    budget = MemoryBudget(settings.vector_memory_mb * 2**20)
+    return LevelServices(
+        lambda level: search_service(
+            settings, db=db, ceiling=level, embedder_factory=embedder_factory, serving=True, budget=budget
+        ),
+        ceiling,
+    )
+
+
+def audit_sink(settings: Settings) -> AuditSink | None:
+    """The audit trail the operator asked for (None: none)."""
+    if not settings.audit_log:
+        return None
+    from governed_evidence.mcp.audit import AuditSink
+
+    return AuditSink.open(settings.audit_log, record_queries=settings.audit_queries == "on")
 
 
 def statistics_service(settings: Settings, *, db: Path) -> SdmxService:

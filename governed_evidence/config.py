@@ -86,6 +86,13 @@ class Settings(BaseSettings):
     #: Level of the JSON logs on stderr. Left unset, `serve` logs at this default and the
     #: human commands only warnings (their results are their output; cli.py, --verbose).
     log_level: str = "INFO"
+    tokens_file: Path | None = Field(
+        default=None,
+        description=(
+            "JSON file of the bearer tokens this server issued (hashes only, written by "
+            "`governed-evidence token`); `token --tokens-file` overrides it"
+        ),
+    )
 
     # Optional second-stage reranker (ADR 0008). It sees only passages the ceiling and the
     # gate have already let through, and any failure keeps the search's own order.
@@ -136,6 +143,35 @@ class Settings(BaseSettings):
     #: One deadline per statistics tool call, every attempt, retry and Retry-After wait
     #: included (MCP clients give up well before three 30 s attempts end).
     sdmx_deadline_s: float = Field(default=20.0, gt=0, le=300)
+
+    # The team server (serve --transport http): the audit trail and the public address.
+    audit_log: str | None = Field(
+        default=None,
+        description="Where the audit trail goes, one JSON line per tool call: a file path or `stderr` (unset: none)",
+    )
+    audit_queries: Literal["on", "off"] = Field(
+        default="off", description="`on` records each search's query text in the audit trail (never passage text)"
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The server's public base URL (https://host), for the OAuth resource metadata published with JWTs",
+    )
+
+    # JWT access tokens from the organisation's identity provider (access/jwt.py). Validated
+    # when the HTTP server builds its verifier, naming the setting to fix.
+    jwt_issuer: str = Field(default="", description="Required `iss` of every JWT (the identity provider)")
+    jwt_audience: str = Field(default="", description="Required `aud` of every JWT (this server's application)")
+    jwt_jwks_url: str = Field(default="", description="https URL of the provider's key set (or JWT_JWKS_FILE)")
+    jwt_jwks_file: Path | None = Field(
+        default=None, description='Local {"keys": [...]} file instead of a URL; re-read when its content changes'
+    )
+    jwt_algorithm: str = Field(default="RS256", description="The one signing algorithm accepted (asymmetric only)")
+    jwt_required_scope: str = Field(default="", description="Scope every JWT must carry (space-separated: all)")
+    jwt_roles_claim: str = Field(default="roles", description="Claim holding the caller's roles (a list or a string)")
+    jwt_role_map: str = Field(
+        default="Evidence.Public=public,Evidence.Internal=internal,Evidence.Restricted=restricted",
+        description="ROLE=LEVEL pairs, comma-separated; the highest mapped role is the caller's clearance",
+    )
 
     @field_validator("ceiling")
     @classmethod

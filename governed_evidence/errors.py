@@ -16,6 +16,7 @@ subclasses included); every other one is masked there with a fixed message.
     │   └── ModelMismatchError    * query embedder differs from the index's model
     ├── InvalidRequestError       * a caller's argument is unusable (the message says how to fix it)
     ├── NotFoundError             * the requested item does not exist *or is not visible*
+    ├── NotClearedError           * the caller is identified but holds no clearance for documents
     ├── RerankerError               the optional reranker gave no decision (search falls back, never raises it)
     └── StatisticsError           * official statistics (SDMX) could not be served
         ├── ProviderUnavailableError  * the provider failed (network, 5xx, timeout) and nothing is cached
@@ -48,6 +49,7 @@ __all__ = [
     "IngestError",
     "InvalidRequestError",
     "ModelMismatchError",
+    "NotClearedError",
     "NotFoundError",
     "ProviderUnavailableError",
     "RateLedgerError",
@@ -101,6 +103,13 @@ class InvalidRequestError(GovernedEvidenceError):
 
 class NotFoundError(GovernedEvidenceError):
     """Nothing visible to the caller has that identifier."""
+
+
+class NotClearedError(GovernedEvidenceError):
+    """The caller's credential is valid but maps to no clearance: documents are refused.
+
+    The message names no level and no count: it says only what the caller lacks.
+    """
 
 
 class RerankerError(GovernedEvidenceError):

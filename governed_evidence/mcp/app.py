@@ -8,22 +8,24 @@ start-up); the tools and their schemas are the same either way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 
 from governed_evidence import __version__
-from governed_evidence.mcp.errors import run_tool
+from governed_evidence.mcp.calls import Calls, stdio_caller
 from governed_evidence.mcp.prompt import EVIDENCE_BRIEF
 from governed_evidence.mcp.registration import prompt, tool
 from governed_evidence.mcp.schemas import CitationId, Confidence, Context, Limit, Mode, Query
 from governed_evidence.mcp.status import ServerStatus, combined_status
+from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.limits import CONFIDENCE_LEVELS, DEFAULT_LIMIT, SEARCH_MODES
 from governed_evidence.search.models import ReadPassageResponse, SearchResponse, SourcesResponse
 
 if TYPE_CHECKING:
+    from fastmcp.server.auth import AuthProvider
+
     from governed_evidence.sdmx.deferred import DeferredSdmxService
     from governed_evidence.sdmx.service import SdmxService
     from governed_evidence.search.service import SearchService
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     #: What serves the statistics tools: the service, or one made on first use.
     Statistics = SdmxService | DeferredSdmxService
 
-__all__ = ["CAPABILITIES_URI", "build_app"]
+__all__ = ["CAPABILITIES_URI", "Calls", "build_app"]
 
 CAPABILITIES_URI = "governed-evidence://capabilities"
 _INSTRUCTIONS = (
@@ -49,21 +51,19 @@ _STATISTICS_INSTRUCTIONS = (
 )
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 
-T = TypeVar("T")
 
-
-def _call(tool: str, service: SearchService, fn: Callable[[], T], count: Callable[[T], int]) -> T:
-    return run_tool(tool, fn, count, ceiling=service.ceiling.label)
-
-
-def _capabilities(service: SearchService, statistics: Statistics | None = None) -> dict[str, Any]:
+def _capabilities(calls: Calls, statistics: Statistics | None = None) -> dict[str, Any]:
     from governed_evidence.mcp.statistics import STATISTICS_TOOLS
 
+    caller = calls.caller()
+    applied = calls.applied(caller)
+    # The model and the gate are the same at every level; the counts are not read here.
+    service = calls.levels.at(applied) if applied is not None else calls.levels.top
     status = service.status()
     return {
         "server": "governed-evidence",
         "version": __version__,
-        "transport": "stdio",
+        "transport": calls.transport,
         "tools": {
             "documents": ["search_documents", "read_passage", "list_sources", "index_status"],
             "statistics": list(STATISTICS_TOOLS) if statistics is not None else [],
@@ -71,8 +71,13 @@ def _capabilities(service: SearchService, statistics: Statistics | None = None) 
         "retrieval_modes": list(SEARCH_MODES),
         "confidence_levels": list(CONFIDENCE_LEVELS),
         "governance": {
-            "classification_ceiling": service.ceiling.label,
-            "ceiling_source": "operator configuration (GOVERNED_EVIDENCE_CEILING); never a tool argument",
+            "classification_ceiling": applied.label if applied is not None else "none",
+            "ceiling_source": (
+                "operator configuration (GOVERNED_EVIDENCE_CEILING); never a tool argument"
+                if caller.via in ("stdio", "network")
+                else "the lower of the server's ceiling and the clearance of the caller's credential; "
+                "never a tool argument"
+            ),
             "ceiling_applied": "inside both rankings; denied passages read exactly like missing ones",
             "confidence_gate": "on" if service.gate_enabled else "off",
             "abstention": "status NO_RELEVANT_CONTEXT with a reason (a normal result)",
@@ -90,9 +95,18 @@ def _capabilities(service: SearchService, statistics: Statistics | None = None) 
     }
 
 
-def build_app(service: SearchService, statistics: Statistics | None = None) -> FastMCP:
+def build_app(
+    documents: SearchService | Calls,
+    statistics: Statistics | None = None,
+    *,
+    auth: AuthProvider | None = None,
+) -> FastMCP:
+    """The MCP app over one search service (stdio) or per-caller services (``Calls``, HTTP)."""
+    calls = documents if isinstance(documents, Calls) else _stdio_calls(documents)
     instructions = _INSTRUCTIONS + (_STATISTICS_INSTRUCTIONS if statistics is not None else "")
-    app = FastMCP("governed-evidence", instructions=instructions, version=__version__, mask_error_details=True)
+    app = FastMCP(
+        "governed-evidence", instructions=instructions, version=__version__, mask_error_details=True, auth=auth
+    )
 
     @tool(app, _READ_ONLY)
     def search_documents(
@@ -102,32 +116,33 @@ def build_app(service: SearchService, statistics: Statistics | None = None) -> F
 
         Returns status NO_RELEVANT_CONTEXT (with a reason) when nothing is relevant enough.
         """
-        return _call(
+        return calls.documents(
             "search_documents",
-            service,
-            lambda: service.search(query, limit=limit, mode=mode, confidence_level=confidence),
+            lambda service: service.search(query, limit=limit, mode=mode, confidence_level=confidence),
             lambda r: len(r.results),
+            query=query,
         )
 
     @tool(app, _READ_ONLY)
     def read_passage(citation_id: CitationId, context: Context = 0) -> ReadPassageResponse:
         """Read a cited passage, optionally with neighbouring passages of the same document."""
-        return _call(
+        return calls.documents(
             "read_passage",
-            service,
-            lambda: service.read_passage(citation_id, context),
+            lambda service: service.read_passage(citation_id, context),
             lambda r: 1 + len(r.before) + len(r.after),
         )
 
     @tool(app, _READ_ONLY)
     def list_sources() -> SourcesResponse:
         """The documents the caller may see, with passage counts per classification."""
-        return _call("list_sources", service, service.list_sources, lambda r: len(r.documents))
+        return calls.documents("list_sources", lambda service: service.list_sources(), lambda r: len(r.documents))
 
     @tool(app, _READ_ONLY)
     def index_status() -> ServerStatus:
         """Index integrity, embedding model, build time and the counts visible to the caller."""
-        return _call("index_status", service, lambda: combined_status(service, statistics), lambda r: r.documents)
+        return calls.documents(
+            "index_status", lambda service: combined_status(service, statistics), lambda r: r.documents
+        )
 
     @prompt(app, "evidence_brief")
     def evidence_brief(question: str) -> str:
@@ -137,10 +152,14 @@ def build_app(service: SearchService, statistics: Statistics | None = None) -> F
     @app.resource(CAPABILITIES_URI, mime_type="application/json", name="capabilities")
     def capabilities_resource() -> str:
         """What this server offers and which governance controls apply."""
-        return json.dumps(_capabilities(service, statistics), indent=2)
+        return json.dumps(_capabilities(calls, statistics), indent=2)
 
     if statistics is not None:
         from governed_evidence.mcp.statistics import register_statistics_tools
 
-        register_statistics_tools(app, statistics)
+        register_statistics_tools(app, statistics, calls)
     return app
+
+
+def _stdio_calls(service: SearchService) -> Calls:
+    return Calls(LevelServices.single(service), anonymous=stdio_caller(service.ceiling))

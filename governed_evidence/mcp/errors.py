@@ -6,6 +6,8 @@ and never names a server path:
 
 * caller mistakes: ``InvalidRequestError`` (says what is accepted) and ``NotFoundError``
   (the same words whether an item is missing or above the caller's ceiling);
+* ``NotClearedError``: the caller's credential grants no clearance for documents (it names
+  no level and no count);
 * conditions the caller must act on: ``IndexUnavailableError`` (there is nothing to search
   yet, or the index must be rebuilt; ``index_status`` reports the same text),
   ``EmbedderError`` (meaning search is unavailable, keyword search still works; search
@@ -24,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fastmcp.exceptions import ToolError
 
@@ -32,12 +34,21 @@ from governed_evidence.errors import (
     EmbedderError,
     IndexUnavailableError,
     InvalidRequestError,
+    NotClearedError,
     NotFoundError,
     StatisticsError,
 )
 from governed_evidence.logging import get_logger
 
-__all__ = ["CALLER_FACING", "CALLER_MISTAKES", "INTERNAL_ERROR_MESSAGE", "log_level_of", "run_tool", "to_tool_error"]
+__all__ = [
+    "CALLER_FACING",
+    "CALLER_MISTAKES",
+    "INTERNAL_ERROR_MESSAGE",
+    "CallRecorder",
+    "log_level_of",
+    "run_tool",
+    "to_tool_error",
+]
 
 T = TypeVar("T")
 log = get_logger("mcp")
@@ -49,6 +60,7 @@ INTERNAL_ERROR_MESSAGE = "The server could not complete this request because of 
 CALLER_FACING: tuple[type[Exception], ...] = (
     InvalidRequestError,
     NotFoundError,
+    NotClearedError,
     IndexUnavailableError,
     EmbedderError,
     StatisticsError,
@@ -81,11 +93,19 @@ def to_tool_error(exc: BaseException) -> ToolError:
     return ToolError(INTERNAL_ERROR_MESSAGE, log_level=log_level_of(exc))
 
 
-def run_tool(tool: str, fn: Callable[[], T], count: Callable[[T], int], **context: Any) -> T:
+def run_tool(
+    tool: str,
+    fn: Callable[[], T],
+    count: Callable[[T], int],
+    *,
+    record: CallRecorder | None = None,
+    **context: Any,
+) -> T:
     """Run one tool call: map errors here, log tool, status, count, duration and ``context``.
 
     ``context`` holds what identifies the call's governance (ceiling, provider), never its
-    arguments: query text and passage text stay out of the logs.
+    arguments: query text and passage text stay out of the logs. ``record`` (when given)
+    receives the call's outcome for the audit trail and the trace.
     """
     started = time.perf_counter()
     try:
@@ -93,9 +113,22 @@ def run_tool(tool: str, fn: Callable[[], T], count: Callable[[T], int], **contex
     except Exception as exc:  # noqa: BLE001 - every failure is mapped (and masked) in one place
         ms = round((time.perf_counter() - started) * 1000, 2)
         log.log(log_level_of(exc), "tool_call", tool=tool, status="error", error=type(exc).__name__, ms=ms, **context)
+        if record is not None:
+            record(tool, "error", None, 0, ms, type(exc).__name__)
         raise to_tool_error(exc) from None
     cache = {k: getattr(result, k) for k in ("from_cache", "stale") if hasattr(result, k)}
     ms = round((time.perf_counter() - started) * 1000, 2)
     status = getattr(result, "status", "OK")
-    log.info("tool_call", tool=tool, status=status, results=count(result), ms=ms, **context, **cache)
+    results = count(result)
+    log.info("tool_call", tool=tool, status=status, results=results, ms=ms, **context, **cache)
+    if record is not None:
+        record(tool, str(status), result, results, ms, None)
     return result
+
+
+class CallRecorder(Protocol):
+    """Receives each call's outcome: tool, status, result (None on error), result count, ms, error type."""
+
+    def __call__(
+        self, tool: str, status: str, result: object, results: int, ms: float, error: str | None, /
+    ) -> None: ...

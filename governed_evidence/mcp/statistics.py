@@ -9,13 +9,12 @@ Nothing here imports the service module: the server registers these tools over a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from governed_evidence.mcp.errors import run_tool
+from governed_evidence.mcp.calls import Calls
 from governed_evidence.mcp.registration import tool
 from governed_evidence.sdmx.deferred import DeferredSdmxService
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
@@ -99,15 +98,10 @@ PeriodArg = Annotated[
 ]
 MaxRows = Annotated[int, Field(ge=1, le=MAX_ROWS_LIMIT, description=f"Most rows to return (1-{MAX_ROWS_LIMIT}).")]
 
-T = TypeVar("T")
 
-
-def _call(tool: str, provider: str, fn: Callable[[], T], count: Callable[[T], int]) -> T:
-    return run_tool(tool, fn, count, provider=provider)
-
-
-def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSdmxService) -> None:
-    """Add search_datasets, describe_dataset and get_data to ``app``."""
+def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSdmxService, calls: Calls) -> None:
+    """Add search_datasets, describe_dataset and get_data to ``app``, each call made through ``calls``."""
+    _call = calls.statistics
 
     def service() -> SdmxService:
         return statistics.get() if isinstance(statistics, DeferredSdmxService) else statistics

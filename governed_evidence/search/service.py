@@ -42,7 +42,7 @@ from governed_evidence.search.query_embedder import Embedded, QueryEmbedder
 from governed_evidence.search.ranking import CANDIDATES, Candidate, Ranking, assemble
 from governed_evidence.search.rerank import Reranker, rerank_outcome
 from governed_evidence.search.results import search_response
-from governed_evidence.search.vectors import HeldVectors
+from governed_evidence.search.vectors import HeldVectors, MemoryBudget
 from governed_evidence.store.connection import IndexReader
 
 __all__ = ["Candidate", "Ranking", "SearchService"]
@@ -61,7 +61,7 @@ class SearchService:
         embedder_factory: Callable[[], Embedder] | None = None,
         gate_enabled: bool = True,
         thresholds: GateThresholds | None = None,
-        vector_memory_bytes: int = 0,
+        vector_memory_bytes: int | MemoryBudget = 0,
         reranker: Reranker | None = None,
     ) -> None:
         self.db = db

@@ -37,6 +37,7 @@ __all__ = [
     "RESCORE_FRACTION",
     "RESCORE_MIN",
     "HeldVectors",
+    "MemoryBudget",
     "VectorMatrix",
     "count_searchable",
     "load_matrix",
@@ -225,6 +226,39 @@ def load_matrix(
     return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes)
 
 
+class MemoryBudget:
+    """Bytes of vector copies one process may hold, shared by every ceiling it serves.
+
+    A server answering callers of several clearances holds one copy per level (a copy
+    never mixes levels: a public caller's scan never touches an internal vector). The
+    levels draw on this one budget, so three levels never cost more than it: a level whose
+    copy does not fit is answered by the vec0 KNN (the same ranking, only slower).
+    """
+
+    def __init__(self, total_bytes: int) -> None:
+        self.total_bytes = total_bytes
+        self._held: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def reserve(self, owner: object, nbytes: int) -> bool:
+        """Hold ``nbytes`` for ``owner`` (replacing what it held) if they fit beside the others'."""
+        with self._lock:
+            others = sum(n for key, n in self._held.items() if key != id(owner))
+            if others + nbytes > self.total_bytes:
+                return False
+            self._held[id(owner)] = nbytes
+            return True
+
+    def release(self, owner: object) -> None:
+        with self._lock:
+            self._held.pop(id(owner), None)
+
+    @property
+    def held_bytes(self) -> int:
+        with self._lock:
+            return sum(self._held.values())
+
+
 class HeldVectors:
     """The in-memory copy of one index file's searchable vectors, for one ceiling.
 
@@ -233,10 +267,11 @@ class HeldVectors:
     shutdown. While there is no copy, callers use the vec0 KNN: exact, only slower.
     """
 
-    def __init__(self, reader: IndexReader, memory_bytes: int, ceiling: Classification) -> None:
+    def __init__(self, reader: IndexReader, memory: int | MemoryBudget, ceiling: Classification) -> None:
         self._reader = reader
-        #: 0: never held; the vec0 KNN answers every query.
-        self.memory_bytes = memory_bytes
+        #: A budget of 0: never held; the vec0 KNN answers every query.
+        self._budget = memory if isinstance(memory, MemoryBudget) else MemoryBudget(memory)
+        self.memory_bytes = self._budget.total_bytes
         self._ceiling = ceiling
         self._held: tuple[tuple[int, int], VectorMatrix] | None = None
         self._attempted: set[tuple[int, int]] = set()
@@ -298,23 +333,29 @@ class HeldVectors:
                 return
             rows = count_searchable(conn, level)
             needed = matrix_bytes(rows, dimension)
-            if dimension <= 0 or needed > self.memory_bytes:
-                log.warning(
-                    "vectors_not_held_in_memory",
-                    reason="larger than the vector memory budget",
-                    needed_mb=round(needed / 2**20, 1),
-                    budget_mb=round(self.memory_bytes / 2**20, 1),
-                )
-                return
             # Drop the previous file's copy first, so a rebuild never holds two.
             self._held = None
+            self._budget.release(self)
+            if dimension <= 0 or not self._budget.reserve(self, needed):
+                log.warning(
+                    "vectors_not_held_in_memory",
+                    reason="larger than the vector memory budget"
+                    if needed > self.memory_bytes
+                    else "the vector memory budget is held by the other ceilings served",
+                    needed_mb=round(needed / 2**20, 1),
+                    budget_mb=round(self.memory_bytes / 2**20, 1),
+                    ceiling=self._ceiling.label,
+                )
+                return
             started = time.perf_counter()
             try:
                 matrix = load_matrix(conn, level, dimension, cancelled=self._closing.is_set)
             except (apsw.Error, ValueError) as exc:
+                self._budget.release(self)
                 log.warning("vectors_not_held_in_memory", reason=type(exc).__name__)
                 return
             if matrix is None:
+                self._budget.release(self)
                 return
             self._held = (generation, matrix)
         log.info(

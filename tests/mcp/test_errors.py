@@ -20,15 +20,18 @@ from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
 
 from governed_evidence import composition, errors
+from governed_evidence.access.caller import Caller
 from governed_evidence.config import Classification, Settings
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.embeddings.minilm import MiniLMEmbedder
 from governed_evidence.embeddings.openai import OpenAIEmbedder
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp import errors as mcp_errors
+from governed_evidence.mcp.calls import Calls
 from governed_evidence.mcp.errors import CALLER_FACING, INTERNAL_ERROR_MESSAGE, to_tool_error
 from governed_evidence.sdmx.providers import load_providers
 from governed_evidence.sdmx.service import SdmxService
+from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.service import SearchService
 from tests.helpers import HashEmbedder
 
@@ -76,6 +79,7 @@ def test_the_caller_facing_set_is_the_documented_one() -> None:
     assert names == {
         "InvalidRequestError",
         "NotFoundError",
+        "NotClearedError",
         "IndexUnavailableError",
         "EmbedderError",
         "StatisticsError",
@@ -203,6 +207,13 @@ def _unreachable(request: httpx.Request) -> httpx.Response:
     raise httpx.ConnectError("[Errno 2] No such file or directory: '/var/run/proxy/socket'", request=request)
 
 
+def _caller_without_clearance(parts: Parts, built_index: Path) -> Scenario:
+    # A credential that maps to no clearance (a JWT without a mapped role) over HTTP.
+    service = parts.documents(built_index)
+    calls = Calls(LevelServices.single(service), anonymous=Caller(name="no-role", clearance=None, via="network"))
+    return Scenario(build_app(calls), [("search_documents", {"query": "leave"})], [built_index])
+
+
 def _index_missing(parts: Parts, built_index: Path) -> Scenario:
     db = parts.tmp / "absent" / "evidence.sqlite"
     return Scenario(build_app(parts.documents(db)), [("search_documents", {"query": "leave"})], [db])
@@ -289,6 +300,7 @@ SCENARIOS: dict[str, tuple[type[BaseException], Callable[[Parts, Path], Scenario
     "index of another schema version": (errors.IndexCorruptError, _index_of_another_version),
     "index path under a regular file": (errors.IndexMissingError, _index_under_a_file),
     "passage not found": (errors.NotFoundError, _passage_not_found),
+    "caller without clearance": (errors.NotClearedError, _caller_without_clearance),
     "unknown provider": (
         errors.InvalidRequestError,
         _statistics_call(_answer(200), "search_datasets", query="gdp", provider="NOPE"),
