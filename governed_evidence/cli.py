@@ -263,10 +263,13 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         if given:
             raise ConfigError(f"{', '.join(given)}: only with --transport http")
     else:
+        from governed_evidence.serving.auth import make_auth
         from governed_evidence.serving.http import check_binding
 
-        # Before anything loads: a refused binding costs the operator nothing.
-        check_binding(_http_options(args))
+        # Before the model loads: a refused binding or credential setting costs nothing.
+        options = _http_options(args)
+        check_binding(options)
+        auth = make_auth(options.auth, settings, tokens_file=Path(args.tokens_file) if args.tokens_file else None)
     # The model is the longest part of start-up after the MCP imports, and most of it runs
     # in native code without the GIL: start it first, so it loads while fastmcp is imported
     # and the client initialises, and the first search does not wait for it.
@@ -298,11 +301,8 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             build_app(calls, statistics).run(transport="stdio", show_banner=False)
             return 0
         from governed_evidence.access.caller import Caller
-        from governed_evidence.serving.auth import make_auth
         from governed_evidence.serving.http import run_http
 
-        options = _http_options(args)
-        auth = make_auth(options.auth, settings, tokens_file=Path(args.tokens_file) if args.tokens_file else None)
         levels = composition.level_services(settings, db=db, ceiling=ceiling, embedder_factory=model.result)
         # Without credentials every caller is at the server's ceiling: only that level is
         # served. With credentials every level up to the ceiling is made now, its vectors

@@ -1,4 +1,4 @@
-"""One search service per classification level served, made on the first caller at that level.
+"""One search service per classification level served, their vector copies under one budget.
 
 Over stdio one process serves one ceiling. A team server answers callers of different
 clearances in one process: each request is served by the service *at the caller's level*

@@ -154,12 +154,15 @@ def test_a_foreign_host_or_origin_is_refused(team: Team) -> None:
     assert get(f"{team.running.base}/health", Origin="https://evil.example").status_code == 403
 
 
-def test_an_allowed_host_is_accepted(built_index: Path) -> None:
+def test_an_allowed_host_and_origin_are_accepted(built_index: Path) -> None:
     levels = _levels(built_index)
     app = build_app(Calls(levels, anonymous=Caller("anonymous", Classification.PUBLIC, "network"), transport="http"))
-    with serving(app, HttpOptions(allowed_hosts=("evidence.internal",))) as running:
+    options = HttpOptions(allowed_hosts=("evidence.internal",), allowed_origins=("https://evidence.internal",))
+    with serving(app, options) as running:
         assert get(f"{running.base}/health", Host="evidence.internal").status_code == 200
         assert get(f"{running.base}/health", Host="other.internal").status_code == 421
+        assert get(f"{running.base}/health", Origin="https://evidence.internal").status_code == 200
+        assert get(f"{running.base}/health", Origin="https://other.internal").status_code == 403
     levels.close()
 
 
