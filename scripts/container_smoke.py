@@ -15,7 +15,14 @@ Steps (each failure exits non-zero with the reason):
    statistics tools exist, one statistics call that must fail as a clear tool error
    without a network. Every stdout line must be JSON-RPC; stderr (JSON logs) is shown
    only on failure.
-5. `--build` again: remove the untagged images the build left (the builder stage, and a
+5. run the image again in team mode (`serve --transport http --host 0.0.0.0 --auth tokens`),
+   read-only, published on 127.0.0.1 only, with a tokens file issued on the host by the
+   project's CLI (.venv/bin/governed-evidence, else one on PATH) and mounted read-only:
+   /health answers, a search over MCP with the bearer token returns a cited passage at the
+   image's ceiling (the token's clearance is higher), a request without the token or with a
+   wrong one gets 401, a foreign Host gets 421; then the container is stopped and must exit
+   from its SIGTERM, not be killed. Neither the token nor the query may appear in its logs.
+6. `--build` again: remove the untagged images the build left (the builder stage, and a
    previous build's image once the tag has moved on), found by the label both stages of the
    Containerfile set (`governed-evidence.stage`), whether the smoke test passed or not;
    `--keep-build-cache` leaves them, for quicker rebuilds while iterating on the image.
@@ -31,10 +38,14 @@ import os
 import queue
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +58,9 @@ UNANSWERABLE = "Can I bring my dog to the office?"
 TIMEOUT_S = 180.0
 #: Set by both stages of the Containerfile on every image they leave behind.
 STAGE_LABEL = "governed-evidence.stage"
+#: Team mode: the port the image EXPOSEs, and where the tokens folder is mounted read-only.
+HTTP_PORT = 8000
+TOKENS_DIR = "/run/governed-evidence"
 
 
 class SmokeError(Exception):
@@ -309,6 +323,193 @@ def mcp_session(engine: list[str], kind: str, image: str) -> list[str]:
     return transcript
 
 
+def _host_cli() -> list[str]:
+    """The project's CLI on the host, which issues the token the container is given."""
+    venv = ROOT / ".venv" / "bin" / "governed-evidence"
+    if venv.is_file() and os.access(venv, os.X_OK):
+        return [str(venv)]
+    found = shutil.which("governed-evidence")
+    if found:
+        return [found]
+    raise SmokeError("team mode needs the project's CLI on the host to issue a token: run `make install` first")
+
+
+def _issue_token(folder: Path, name: str, clearance: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOVERNED_EVIDENCE_")}
+    cmd = [*_host_cli(), "token", "create", "--name", name, "--clearance", clearance]
+    done = sh([*cmd, "--tokens-file", str(folder / "tokens.json"), "--json"], capture_output=True, env=env, timeout=120)
+    if done.returncode != 0:
+        raise SmokeError(f"`token create` failed: {done.stderr.strip()}")
+    try:
+        token = json.loads(done.stdout)["token"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise SmokeError("`token create --json` printed no token") from None
+    if not isinstance(token, str) or not token.startswith("ge_"):
+        raise SmokeError("`token create --json` printed something that is not a token")
+    return token
+
+
+def _readable_by_the_image(folder: Path) -> str:
+    """Let the image's user (uid 10001) read the tokens folder: ``token create`` writes 0600."""
+    if os.geteuid() == 0:  # docker, or podman run by root: uids are the same inside and out
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, int(EXPECTED_UID), int(EXPECTED_UID))
+        return f"owned by {EXPECTED_UID}, mode 0600"
+    # Not root: the file cannot be given to uid 10001, so it is made readable (it holds
+    # hashes, not tokens; the server warns about the mode once).
+    folder.chmod(0o755)
+    (folder / "tokens.json").chmod(0o644)
+    return "mode 0644"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# Straight to 127.0.0.1, whatever proxy the environment names.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _http(
+    url: str, body: dict[str, Any] | None = None, *, token: str | None = None, host: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of a GET, or of a JSON-RPC POST when ``body`` is given."""
+    headers = {"Accept": "application/json, text/event-stream"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode("utf-8")
+        headers["Content-Type"] = "application/json"
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    if host is not None:
+        headers["Host"] = host
+    method = "GET" if data is None else "POST"
+    # Always http://127.0.0.1:<port>/... built here, never a caller's URL.
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
+    try:
+        with _DIRECT.open(request, timeout=60) as answer:
+            return answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
+
+
+def _container_running(engine: list[str], name: str) -> bool:
+    # Not through sh(): asked every half second while the server starts.
+    done = subprocess.run(
+        [*engine, "inspect", "--format", "{{.State.Running}}", name], capture_output=True, text=True, check=False
+    )
+    return done.returncode == 0 and done.stdout.strip() == "true"
+
+
+def _wait_for_health(engine: list[str], name: str, base: str, deadline: float) -> dict[str, Any]:
+    while time.monotonic() < deadline:
+        try:
+            status, _, body = _http(f"{base}/health")
+        except OSError:  # not listening yet (refused, or reset by the port forwarder)
+            if not _container_running(engine, name):
+                raise SmokeError("the container exited before /health answered") from None
+            time.sleep(0.5)
+            continue
+        if status != 200:
+            raise SmokeError(f"/health answered {status}: {body[:200]!r}")
+        try:
+            return dict(json.loads(body))
+        except (json.JSONDecodeError, TypeError, ValueError):
+            raise SmokeError(f"/health is not a JSON object: {body[:200]!r}") from None
+    raise SmokeError(f"/health did not answer within {TIMEOUT_S:.0f} s")
+
+
+def http_session(engine: list[str], kind: str, image: str) -> list[str]:
+    """Team mode: streamable HTTP, bearer tokens from a read-only mount, 127.0.0.1 only."""
+    transcript: list[str] = []
+    name = f"ge-smoke-http-{os.getpid()}"
+    port = _free_port()
+    base, mcp = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}/mcp"
+    read_only = ["--read-only", *(["--read-only-tmpfs=false"] if kind in ("podman", "podman-local") else [])]
+    with tempfile.TemporaryDirectory(prefix="ge-smoke-tokens-") as tmp:
+        folder = Path(tmp)
+        # Clearance internal, above the image's ceiling (public): the ceiling must still cap it.
+        token = _issue_token(folder, "container-smoke", "internal")
+        transcript.append(
+            f"host: token create --clearance internal -> tokens.json ({_readable_by_the_image(folder)}), "
+            f"mounted read-only at {TOKENS_DIR}"
+        )
+        # The folder, not the file: `token revoke` replaces the file, and a file mount would
+        # keep showing the container the replaced one.
+        run = [*engine, "run", "-d", "--name", name, *read_only, "-p", f"127.0.0.1:{port}:{HTTP_PORT}"]
+        # 0.0.0.0 inside the container only: the engine publishes the port on 127.0.0.1.
+        run += ["-v", f"{folder}:{TOKENS_DIR}:ro", image, "--transport", "http", "--host", "0.0.0.0"]  # noqa: S104
+        run += ["--port", str(HTTP_PORT), "--auth", "tokens", "--tokens-file", f"{TOKENS_DIR}/tokens.json"]
+        started = sh(run, capture_output=True)
+        if started.returncode != 0:
+            raise SmokeError(f"cannot start the container in HTTP mode: {started.stderr.strip()}")
+        transcript.append(f"$ run -d {' '.join(run[run.index('--read-only') :]).replace(str(folder), '<tokens>')}")
+        logs = ""
+        try:
+            health = _wait_for_health(engine, name, base, time.monotonic() + TIMEOUT_S)
+            if health != {"status": "ok"}:
+                raise SmokeError(f"/health said {health}")
+            transcript.append(f"-> GET /health (no credential)\n   <- 200 {json.dumps(health)}")
+
+            # Stateless mode: a tools/call stands alone, no initialize before it.
+            status, _, body = _http(mcp, _search(1, ANSWERABLE), token=token)
+            if status != 200:
+                raise SmokeError(f"search over HTTP with the token answered {status}: {body[:300]!r}")
+            found = _tool_result(json.loads(body), "search over HTTP")
+            results = found.get("results") or []
+            if found.get("status") != "OK" or not results:
+                raise SmokeError(f"search over HTTP returned {found.get('status')}: {found.get('reason')}")
+            top = results[0]
+            if found.get("ceiling") != "public" or top.get("classification") != "public":
+                raise SmokeError(f"the image's ceiling (public) did not cap an internal token: {found.get('ceiling')}")
+            if not top.get("citation_id") or not top.get("notice"):
+                raise SmokeError(f"top result lacks citation or notice: {top}")
+            transcript.append(
+                f"-> POST /mcp tools/call search_documents({ANSWERABLE!r}), Bearer token (clearance internal)\n"
+                f"   <- 200 OK, {len(results)} result(s), ceiling {found['ceiling']}; top: {top['citation_id']}"
+            )
+
+            for label, credential in (("no token", None), ("a wrong token", token[:-2] + "xx")):
+                status, headers, _ = _http(mcp, _search(2, ANSWERABLE), token=credential)
+                challenge = headers.get("www-authenticate", "")
+                if status != 401 or not challenge.lower().startswith("bearer"):
+                    raise SmokeError(f"with {label}: {status} {challenge!r}, expected 401 with a Bearer challenge")
+                transcript.append(f"-> POST /mcp tools/call with {label}\n   <- 401, WWW-Authenticate: Bearer ...")
+            status, _, _ = _http(f"{base}/health", host="evil.example")
+            if status != 421:
+                raise SmokeError(f"a foreign Host header got {status}, expected 421")
+            transcript.append(
+                f"-> GET /health, Host: evil.example\n   <- 421 (Host 127.0.0.1:{port}, a loopback name, was allowed)"
+            )
+        except (SmokeError, KeyError, TypeError, ValueError, OSError) as exc:
+            logs = sh([*engine, "logs", name], capture_output=True).stderr
+            sys.stderr.write("\n".join(logs.splitlines()[-40:]) + "\n")
+            sh([*engine, "rm", "--force", name], capture_output=True)
+            raise SmokeError(f"HTTP session failed: {exc!r}") from None
+        try:
+            done = sh([*engine, "logs", name], capture_output=True)
+            logs = done.stdout + done.stderr
+            sh([*engine, "stop", "--time", "30", name], capture_output=True)
+            code = sh([*engine, "inspect", "--format", "{{.State.ExitCode}}", name], capture_output=True)
+        finally:
+            sh([*engine, "rm", "--force", name], capture_output=True)
+    if token in logs or token[3:] in logs:
+        raise SmokeError("the bearer token appears in the container's logs")
+    if ANSWERABLE in logs:
+        raise SmokeError("query text leaked into the container's logs")
+    # 143: uvicorn re-raises the SIGTERM it shut down on; 0 when the process ignores it
+    # (PID 1 with the default action). 137 would mean `stop` had to kill it.
+    exit_code = code.stdout.strip()
+    if exit_code not in ("0", "143"):
+        raise SmokeError(f"the server did not stop on SIGTERM: exit code {exit_code!r}")
+    lines = len(logs.splitlines())
+    transcript.append(f"   (stopped: exit {exit_code} on SIGTERM; {lines} log lines, no token, no query)")
+    return transcript
+
+
 def _call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
@@ -350,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"built {image} in {time.monotonic() - started:.0f} s; image size {image_size(engine, image)}")
         user = check_user(engine, kind, image)
         transcript = mcp_session(engine, kind, image)
+        http_transcript = http_session(engine, kind, image)
     except SmokeError as exc:
         print(f"CONTAINER SMOKE FAILED: {exc}", file=sys.stderr)
         return 1
@@ -359,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n--- container smoke transcript (stdio, --read-only, --network none) ---")
     print(user)
     print("\n".join(transcript))
+    print("\n--- team mode (streamable HTTP, --read-only, published on 127.0.0.1, --auth tokens) ---")
+    print("\n".join(http_transcript))
     print(f"--- container smoke passed ({time.monotonic() - started:.0f} s) ---")
     return 0
 

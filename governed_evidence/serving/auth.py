@@ -34,7 +34,11 @@ def make_auth(mode: AuthMode, settings: Settings, *, tokens_file: Path | None) -
         path = tokens_file or settings.tokens_file
         if path is None:
             raise ConfigError("--auth tokens needs --tokens-file or GOVERNED_EVIDENCE_TOKENS_FILE")
-        if not Path(path).is_file():
+        try:
+            found = Path(path).is_file()
+        except OSError as exc:  # a folder the server's user cannot enter
+            raise ConfigError(f"cannot read the tokens file {path}: {exc.strerror or exc}") from None
+        if not found:
             raise ConfigError(f"no tokens file at {path}: create one with 'governed-evidence token create'")
         return TokensFileVerifier(Path(path))
     if mode != "jwt":

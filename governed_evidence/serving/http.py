@@ -18,6 +18,7 @@ the process), so any replica behind a load balancer can answer any request.
 from __future__ import annotations
 
 import ipaddress
+import signal
 import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -90,6 +91,10 @@ def http_app(app: FastMCP, options: HttpOptions) -> Starlette:
     )
 
 
+def _exit_normally(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
 def run_http(app: FastMCP, options: HttpOptions, *, sockets: list[socket.socket] | None = None) -> None:
     """Serve until interrupted (uvicorn; its access log is off: the audit trail records calls).
 
@@ -108,6 +113,10 @@ def run_http(app: FastMCP, options: HttpOptions, *, sockets: list[socket.socket]
         server_header=False,
         lifespan="on",
     )
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again with the handler
+    # it found: with the default one the process dies there, before the caller's clean-up
+    # (vector copies stopped, audit trail closed). Exiting normally runs it.
+    signal.signal(signal.SIGTERM, _exit_normally)
     host = f"[{options.host}]" if ":" in options.host else options.host
     log.info("serving", transport="http", url=f"http://{host}:{options.port}{MCP_PATH}", auth=options.auth)
     uvicorn.Server(config).run(sockets=sockets)
