@@ -44,7 +44,7 @@ CI_STEPS := lock-check lint typecheck audit publication-guard wheel-check covera
 # one after the other about 6.
 CI_BESIDE := eval-gate container
 
-.PHONY: bench bench-quick bench-scifact install tools demo test coverage format lint typecheck eval-gate audit \
+.PHONY: bench bench-quick bench-http bench-scifact install tools demo test coverage format lint typecheck eval-gate audit \
         publication-guard container lock lock-tools lock-check ci clean test-fast wheel-check test-hardening
 
 # Which interpreter made each venv: "<resolved path> <version>" (scripts/check_python.py --id),
@@ -170,6 +170,11 @@ bench: $(STAMP)
 # The 10k size only (well under 3 minutes); the last line is one JSON object.
 bench-quick: $(STAMP)
 	@$(BIN)/python -m benchmarks.run --quick
+
+# The team server over real HTTP: 16 callers of mixed clearance at once, p50/p95 of their
+# searches and reads (the sample corpus with the real model; about 40 s). One JSON object.
+bench-http: $(STAMP)
+	@$(BIN)/python -m benchmarks.http_callers
 
 publication-guard:
 	$(PYTHON) scripts/publication_guard.py
