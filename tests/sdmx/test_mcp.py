@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
 
 from governed_evidence import errors
+from governed_evidence.config import Classification
+from governed_evidence.mcp.calls import Calls, stdio_caller
 from governed_evidence.mcp.errors import INTERNAL_ERROR_MESSAGE, to_tool_error
 from governed_evidence.mcp.statistics import STATISTICS_TOOLS, register_statistics_tools
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
@@ -23,7 +26,10 @@ G20 = "OECD.SDD.TPS,DSD_G20_PRICES@DF_G20_PRICES,1.0"
 
 def _app(service: SdmxService) -> FastMCP:
     app = FastMCP("test", mask_error_details=True)
-    register_statistics_tools(app, service)
+    # Statistics calls read only the caller and the ceiling; no document service is needed.
+    levels = SimpleNamespace(ceiling=Classification.PUBLIC)
+    calls = Calls(levels, anonymous=stdio_caller(Classification.PUBLIC))  # type: ignore[arg-type]
+    register_statistics_tools(app, service, calls)
     return app
 
 
@@ -163,3 +169,24 @@ def test_lower_level_errors_never_escape_unmapped() -> None:
 
     assert str(to_tool_error(httpx.ConnectError("10.0.0.1 refused"))) == INTERNAL_ERROR_MESSAGE
     assert json.dumps(str(to_tool_error(KeyError("x")))) == json.dumps(INTERNAL_ERROR_MESSAGE)
+
+
+def test_a_caller_without_clearance_may_use_the_statistics_tools(
+    make_service: ServiceFactory, fake: FakeProviders
+) -> None:
+    # A valid credential that maps to no clearance (a JWT without a mapped role): documents
+    # are refused, statistics (public data, no classification) are served.
+    from governed_evidence.access.caller import Caller
+
+    _serve(fake)
+    app = FastMCP("test", mask_error_details=True)
+    levels = SimpleNamespace(ceiling=Classification.RESTRICTED)
+    calls = Calls(levels, anonymous=Caller("no-role", None, "jwt"))  # type: ignore[arg-type]
+    register_statistics_tools(app, make_service(), calls)
+
+    async def body() -> Any:
+        async with Client(app) as client:
+            return await client.call_tool("search_datasets", {"query": "consumer price indices"})
+
+    found = run(body())
+    assert found.structured_content["results"]
