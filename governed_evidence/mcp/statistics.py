@@ -65,7 +65,10 @@ ProviderArg = Annotated[
     str,
     Field(
         pattern=PROVIDER_PATTERN,
-        description="A configured provider id: OECD (default), ECB or ESTAT, or one the operator added.",
+        description=(
+            "A configured provider id: OECD (default), ECB, ESTAT, IMF, BIS, UNICEF, ILO, ISTAT, INSEE, "
+            "or one the operator added."
+        ),
     ),
 ]
 StatsLimit = Annotated[

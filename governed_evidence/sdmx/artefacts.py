@@ -82,7 +82,13 @@ class Dataflow:
 
 @dataclass
 class Constraint:
-    """A content constraint: Actual (codes that have data) or Allowed (codes permitted)."""
+    """A content constraint: Actual (codes that have data) or Allowed (codes permitted).
+
+    Providers state one in two shapes, and both end up in ``key_values``: a cube region
+    lists codes per dimension (the OECD, the ECB), a data key set lists whole keys
+    (UNICEF), whose codes are gathered per dimension here while the keys themselves are
+    kept in ``keys`` (which combinations exist, for explaining an empty result).
+    """
 
     agency: str
     id: str
@@ -90,10 +96,14 @@ class Constraint:
     #: Dataflows (or other artefacts) it is attached to.
     attached: list[Ref]
     include: bool
-    #: Dimension id → codes, for the first cube region.
+    #: Dimension id → codes, for the first included cube region or the included data key sets.
     key_values: dict[str, list[str]]
     time_start: str | None = None
     time_end: str | None = None
+    #: Attribute id → the values a cube region allows or reports (e.g. OBS_STATUS A, E).
+    attribute_values: dict[str, list[str]] = field(default_factory=dict)
+    #: Whole keys of an included data key set (dimension id → code), in the provider's order.
+    keys: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -20,9 +20,17 @@ from dataclasses import dataclass
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
 from governed_evidence.logging import get_logger
 from governed_evidence.sdmx.validate import provider_dataset_ref
-from governed_evidence.sdmx.xml import MES, STR, localised, localised_text, plain_text, stream
+from governed_evidence.sdmx.xml import MES, STR, V3_TO_V21, localised, localised_text, plain_text, stream
 
-__all__ = ["MAX_DATAFLOWS", "CatalogueIndex", "CatalogueRow", "Hit", "parse_catalogue", "query_terms"]
+__all__ = [
+    "MAX_DATAFLOWS",
+    "CatalogueIndex",
+    "CatalogueRow",
+    "Hit",
+    "catalogue_row",
+    "parse_catalogue",
+    "query_terms",
+]
 
 log = get_logger("sdmx.catalogue")
 
@@ -57,8 +65,20 @@ class CatalogueRow:
         return f"{self.agency},{self.dataset_id},{self.version}"
 
 
+def _is_dataflow(parent: str, tag: str) -> bool:
+    return tag == _DATAFLOW
+
+
+def catalogue_row(agency: str, dataset_id: str, version: str, name: str, description: str) -> CatalogueRow | None:
+    """A catalogue row from a provider's identifiers and texts; None when a caller could not send them back."""
+    ref = provider_dataset_ref(agency, dataset_id, version or "latest")
+    if ref is None or ref.agency is None:
+        return None
+    return CatalogueRow(agency=ref.agency, dataset_id=ref.id, version=ref.version, name=name, description=description)
+
+
 def parse_catalogue(body: bytes) -> list[CatalogueRow]:
-    """Every ``Dataflow`` definition in a structure message, in document order.
+    """Every ``Dataflow`` definition in an SDMX-ML 2.1 or 3.0 structure message, in document order.
 
     Raises
     ------
@@ -70,11 +90,11 @@ def parse_catalogue(body: bytes) -> list[CatalogueRow]:
     rows: list[CatalogueRow] = []
     root_seen = False
     definitions = unusable = 0
-    for kind, tag, attrib, element in stream(body, units=lambda parent, tag: tag == _DATAFLOW):
+    for kind, tag, attrib, element in stream(body, units=_is_dataflow, rename=V3_TO_V21):
         if not root_seen:
             root_seen = True
             if kind != "start" or tag != _STRUCTURE:
-                raise UnusableResponseError("expected an SDMX-ML 2.1 structure message for the catalogue")
+                raise UnusableResponseError("expected an SDMX-ML structure message for the catalogue")
             continue
         # Definitions carry an id; the same tag inside a constraint attachment is a reference.
         if element is None or not attrib.get("id"):
@@ -83,19 +103,17 @@ def parse_catalogue(body: bytes) -> list[CatalogueRow]:
         definitions += 1
         if definitions > MAX_DATAFLOWS:
             raise ResponseTooLargeError("the catalogue lists more dataflows than this server reads")
-        ref = provider_dataset_ref(attrib.get("agencyID", ""), attrib.get("id", ""), attrib.get("version", "latest"))
-        if ref is None or ref.agency is None:
+        row = catalogue_row(
+            attrib.get("agencyID", ""),
+            attrib.get("id", ""),
+            attrib.get("version", "latest"),
+            localised(element),
+            plain_text(localised_text(element, "Description"), 600),
+        )
+        if row is None:
             unusable += 1
             continue
-        rows.append(
-            CatalogueRow(
-                agency=ref.agency,
-                dataset_id=ref.id,
-                version=ref.version,
-                name=localised(element),
-                description=plain_text(localised_text(element, "Description"), 600),
-            )
-        )
+        rows.append(row)
     if unusable:
         log.warning("sdmx_catalogue_entries_skipped", count=unusable, reason="identifiers")
     return rows

@@ -1,11 +1,20 @@
-"""SDMX data responses as one flat table: SDMX-CSV (all OECD variants) and SDMX-ML 2.1.
+"""SDMX data responses as one flat table: SDMX-CSV 1.0 and 2.0, SDMX-ML 2.1 and 3.0, SDMX-JSON.
 
 Every variant becomes rows of ``column → value`` in one pass, streaming:
 
 - SDMX-CSV 1.0 (``DATAFLOW,...``), optionally ``labels=both`` cells (``AUS: Australia``);
-- SDMX-CSV with a ``STRUCTURE`` block, including the OECD's ``csvfilewithlabels`` where
-  every code column is followed by its label column;
-- SDMX-ML generic and structure-specific data, series or flat.
+- SDMX-CSV 2.0 (``STRUCTURE,STRUCTURE_ID,ACTION,...``), including the OECD's
+  ``csvfilewithlabels`` where every code column is followed by its label column, the
+  column delimiter the header declares (``STRUCTURE;`` is a semicolon file, whose
+  decimal separator may then be a comma), the multi-value and language markers on
+  column names (``ATTR[]``, ``ATTR[en;fr]``, kept as text), ``SERIES_KEY`` and
+  ``OBS_KEY`` columns (dropped: they repeat the dimensions), measures other than
+  ``OBS_VALUE``, and rows whose ``ACTION`` is ``D`` (deletions, which are not
+  observations, so they are skipped);
+- SDMX-ML generic and structure-specific data, series or flat (3.0 data is
+  structure-specific, read the same way);
+- SDMX-JSON 1.0 and 2.0 data (:mod:`~governed_evidence.sdmx.sdmxjson`), decoded whole
+  under its own byte cap.
 
 While streaming, each column is tracked for being constant across *all* rows, so callers
 can lift constants out of the table. Only the first ``keep`` rows are materialised, and
@@ -21,12 +30,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from xml.etree.ElementTree import Element
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
 from governed_evidence.sdmx.formats import Format
+from governed_evidence.sdmx.sdmxjson import read_json_data
 from governed_evidence.sdmx.xml import local, stream
 
 __all__ = [
@@ -44,7 +55,16 @@ __all__ = [
 TIME_PERIOD = "TIME_PERIOD"
 OBS_VALUE = "OBS_VALUE"
 #: Columns that name the message, not the observation; the dataset is in the response already.
-_META_COLUMNS = frozenset({"DATAFLOW", "STRUCTURE", "STRUCTURE_ID", "STRUCTURE_NAME", "ACTION"})
+_META_COLUMNS = frozenset(
+    {"DATAFLOW", "STRUCTURE", "STRUCTURE_ID", "STRUCTURE_NAME", "ACTION", "SERIES_KEY", "OBS_KEY"}
+)
+#: SDMX-CSV 2.0's header names its delimiter: ``STRUCTURE`` (with an optional ``[x]``
+#: sub-value separator) followed by the delimiter itself.
+_CSV2_HEADER_RE = re.compile(r"STRUCTURE(?:\[[^\]]{0,3}\])?(?P<delimiter>[,;\t|])")
+#: ``ATTR[]`` or ``ATTR[en;fr]``: markers on a column name, not part of the component id.
+_MARKER_RE = re.compile(r"\[[^\]]{0,100}\]")
+#: A number written with a decimal comma (semicolon-delimited SDMX-CSV 2.0).
+_DECIMAL_COMMA_RE = re.compile(r"-?[0-9]{1,30},[0-9]{1,30}")
 #: Labels remembered per response (a label per code, not per row).
 MAX_LABELS = 20_000
 #: SDMX-CSV has a column per dimension and attribute (two with labels): tens, not thousands.
@@ -143,8 +163,16 @@ def _lines(body: bytes) -> Iterator[str]:
         raise UnusableResponseError("the provider's CSV is not valid UTF-8") from None
 
 
+def _delimiter(body: bytes) -> str:
+    """The column delimiter: the one SDMX-CSV 2.0's header declares, else a comma."""
+    head = body[:64].lstrip(b"\xef\xbb\xbf").decode("ascii", "replace")
+    match = _CSV2_HEADER_RE.match(head)
+    return match["delimiter"] if match else ","
+
+
 def _parse_csv(body: bytes, out: _Collector) -> None:
-    reader: Iterator[list[str]] = csv.reader(_lines(body))
+    delimiter = _delimiter(body)
+    reader: Iterator[list[str]] = csv.reader(_lines(body), delimiter=delimiter)
     try:
         header = next(reader)
     except StopIteration:
@@ -153,10 +181,12 @@ def _parse_csv(body: bytes, out: _Collector) -> None:
         raise UnusableResponseError("the provider's CSV could not be read") from None
     if len(header) > MAX_COLUMNS:
         raise UnusableResponseError("the provider's CSV has more columns than any SDMX-CSV")
-    header = [h.strip() for h in header]
+    header = [_MARKER_RE.sub("", h).strip() for h in header]
+    version2 = bool(header) and header[0] == "STRUCTURE"
     labelled_pairs = "STRUCTURE_NAME" in header
     # SDMX-CSV 1.0 with labels=both writes "ID: Label" in the header and in code cells.
     colon_labels = not labelled_pairs and any(": " in h for h in header)
+    action = header.index("ACTION") if "ACTION" in header else None
     # (column id, index of its value cell, index of its label cell or None)
     plan: list[tuple[str, int, int | None]] = []
     i = 0
@@ -171,7 +201,8 @@ def _parse_csv(body: bytes, out: _Collector) -> None:
         else:
             plan.append((name, i, None))
             i += 1
-    if OBS_VALUE not in {p[0] for p in plan}:
+    # SDMX-CSV 2.0 may name its measures otherwise (OBS_VALUE1, MEAS_1); 1.0 always has OBS_VALUE.
+    if OBS_VALUE not in {p[0] for p in plan} and not version2:
         raise UnusableResponseError("the provider's CSV has no OBS_VALUE column; it is not SDMX-CSV data")
     try:
         for cells in reader:
@@ -179,6 +210,8 @@ def _parse_csv(body: bytes, out: _Collector) -> None:
                 continue
             if len(cells) != len(header):
                 raise UnusableResponseError("the provider's CSV has rows of different widths")
+            if action is not None and cells[action].strip() == "D":
+                continue
             row: dict[str, str] = {}
             for name, vi, li in plan:
                 value = cells[vi].strip()
@@ -187,6 +220,8 @@ def _parse_csv(body: bytes, out: _Collector) -> None:
                     out.label(name, value, text.strip())
                 elif li is not None and name != OBS_VALUE:
                     out.label(name, value, cells[li].strip())
+                elif name == OBS_VALUE and delimiter != "," and _DECIMAL_COMMA_RE.fullmatch(value):
+                    value = value.replace(",", ".")
                 row[name] = value
             out.add(row)
     except csv.Error:
@@ -284,6 +319,8 @@ def parse_data(fmt: Format, body: bytes, *, keep: int, max_rows: int) -> DataTab
         _parse_csv(body, out)
     elif fmt in ("generic", "structurespecific"):
         _parse_xml(body, fmt, out)
+    elif fmt == "json":
+        read_json_data(body, out.add, out.label)
     else:
         raise UnusableResponseError(f"the provider answered in a format this server does not read ({fmt})")
     return out.table()

@@ -10,6 +10,11 @@ Which codes have data is read from the best source the provider offers, in this 
 4. an Allowed constraint (codes permitted, not codes with data: the ECB);
 5. the full codelists, with nothing marked.
 
+A constraint may state its codes as cube regions (codes per dimension) or as data key
+sets (whole keys, as UNICEF does); both narrow the codes listed
+(:class:`~governed_evidence.sdmx.artefacts.Constraint`). Attribute values a cube region
+names (OBS_STATUS A, E) are listed with their attribute.
+
 Time coverage comes from the constraint, else from dataflow annotations (Eurostat). The
 example key is the provider's default selection where it publishes one.
 """
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 from governed_evidence.errors import InvalidRequestError, NotFoundError, StatisticsError
 from governed_evidence.logging import get_logger
-from governed_evidence.sdmx.artefacts import Constraint, Dataflow, DataStructure, StructureMessage
+from governed_evidence.sdmx.artefacts import Component, Constraint, Dataflow, DataStructure, StructureMessage
 from governed_evidence.sdmx.fetch import Fetcher, provenance
 from governed_evidence.sdmx.models import (
     AttributeInfo,
@@ -91,7 +96,7 @@ def describe(
         dimensions=dimensions,
         time_dimension=dsd.time_dimension.id if dsd.time_dimension is not None else None,
         time_coverage=coverage,
-        attributes=[AttributeInfo(id=a.id, name=message.concept_name(a) or None) for a in dsd.attributes],
+        attributes=[_attribute(a, message, actual, source, max_codes) for a in dsd.attributes],
         codes_source=source,
         key_template=key_template,
         example_key=example,
@@ -130,8 +135,9 @@ def _codes_with_data(
     if any(cl is not None and cl.partial for cl in codelists):
         return None, "partial_codelist"
     allowed = message.constraints_for(flow, "Allowed")
-    if allowed and any(c.key_values for c in allowed):
-        return allowed[0], "allowed_constraint"
+    with_codes = [c for c in allowed if c.key_values]
+    if with_codes:
+        return with_codes[0], "allowed_constraint"
     return None, "codelist_only"
 
 
@@ -177,6 +183,22 @@ def _dimension(
         codes_with_data=count,
         truncated=len(ordered) > max_codes,
     )
+
+
+def _attribute(
+    component: Component, message: StructureMessage, constraint: Constraint | None, source: CodesSource, max_codes: int
+) -> AttributeInfo:
+    """An attribute with the values a cube region of the constraint names for it (OECD, UNICEF and
+    .Stat Suite constraints list e.g. the OBS_STATUS values in use), labelled from its codelist."""
+    values = constraint.attribute_values.get(component.id, []) if constraint is not None else []
+    codelist = message.codelist(component.codelist)
+    names = codelist.codes if codelist is not None else {}
+    reports_data = source in ("actual_constraint", "available_constraint")
+    codes = [
+        CodeInfo(id=v, name=names.get(v) or None, has_data=True if reports_data else None)
+        for v in list(dict.fromkeys(values))[:max_codes]
+    ]
+    return AttributeInfo(id=component.id, name=message.concept_name(component) or None, codes=codes)
 
 
 def _period(value: str | None) -> str | None:

@@ -2,14 +2,17 @@
 
 Providers ignore or vary format requests (the OECD answers ``format=csv`` with CSV under
 several media types; plain ``application/xml`` may be any SDMX-ML message), so what was
-asked for is never used to choose a parser.
+asked for is never used to choose a parser. SDMX-ML 2.1 and 3.0 are told apart by the
+root's namespace and read by the same readers; ``json`` is SDMX-JSON (data 1.0 and 2.0,
+structure 2.0), read by :mod:`~governed_evidence.sdmx.sdmxjson`. ZIP and gzip files are
+opened before this is asked (:mod:`~governed_evidence.sdmx.envelope`).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from governed_evidence.sdmx.xml import MES, local, namespace, stream
+from governed_evidence.sdmx.xml import MES, MES3, local, namespace, stream
 
 __all__ = ["Format", "detect", "media_type"]
 
@@ -33,7 +36,7 @@ def media_type(content_type: str) -> str:
 def _sniff_xml(body: bytes) -> Format:
     # The first event is the root's start; the rest of the body is never parsed.
     for _kind, tag, _attrib, _element in stream(body):
-        if namespace(tag) != MES:
+        if namespace(tag) not in (MES, MES3):
             return "other"
         return _ROOTS.get(local(tag), "other")
     return "other"

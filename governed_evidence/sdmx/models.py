@@ -120,6 +120,10 @@ class DimensionInfo(_Model):
 class AttributeInfo(_Model):
     id: str
     name: str | None = None
+    codes: list[CodeInfo] = Field(
+        default_factory=list,
+        description="Values the provider's constraint gives for this attribute (empty when it names none).",
+    )
 
 
 class TimeCoverage(_Model):
@@ -163,7 +167,7 @@ class DataResponse(_Sourced):
     total_rows: int = Field(description="Observations the provider returned.")
     returned_rows: int
     truncated: bool
-    format: Literal["sdmx-csv", "sdmx-ml-generic", "sdmx-ml-structure-specific", "none"]
+    format: Literal["sdmx-csv", "sdmx-ml-generic", "sdmx-ml-structure-specific", "sdmx-json", "none"]
 
 
 class ProviderBudget(_Model):

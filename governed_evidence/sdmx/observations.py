@@ -4,7 +4,8 @@ A key's length is checked against a cached structure before anything is download
 a mistake costs no download budget. Columns that hold one value on every row are lifted
 out of the table (``constant_columns``) and empty ones dropped; codes get their labels
 from the response where the provider sent them (SDMX-CSV with labels), else from the
-cached structure's codelists. An empty selection is an empty table with a hint.
+cached structure's codelists. An empty selection is an empty table with hints saying why
+and which nearby keys have data (:mod:`~governed_evidence.sdmx.emptiness`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from governed_evidence.errors import InvalidRequestError
 from governed_evidence.sdmx.artefacts import DataStructure, StructureMessage
 from governed_evidence.sdmx.data import DataTable, ordered_columns
+from governed_evidence.sdmx.emptiness import explain_empty
 from governed_evidence.sdmx.fetch import Fetcher, provenance
 from governed_evidence.sdmx.formats import Format
 from governed_evidence.sdmx.models import DataResponse
@@ -31,6 +33,7 @@ _FORMAT_NAMES: dict[Format, str] = {
     "csv": "sdmx-csv",
     "generic": "sdmx-ml-generic",
     "structurespecific": "sdmx-ml-structure-specific",
+    "json": "sdmx-json",
 }
 
 
@@ -69,10 +72,8 @@ def observations(
     labels = _labels(table, columns, peeked[0] if peeked is not None else None, dsd)
     hints: list[str] = []
     if table.total_rows == 0:
-        hints.append(
-            "No observations match this key and period. describe_dataset lists the codes that have data and "
-            "the time coverage; widen the period or use fewer fixed positions."
-        )
+        message, flow = peeked if peeked is not None else (None, None)
+        hints.extend(explain_empty(fetcher, parsed, provider, ref, key, start, end, message, flow, dsd))
     elif len(rows) < table.total_rows:
         hints.append(
             f"Showing the first {len(rows)} of {table.total_rows} rows; narrow the key or the period, or raise "

@@ -6,21 +6,29 @@ Parsing a large structure or catalogue is the expensive part of an answer, so th
 forms are kept per response body (by its SHA-256): a catalogue is parsed once, not once
 per search, and its rows are persisted in the cache for the next process. The structures
 kept in memory are bounded by count and by the items they hold together.
+
+A body that is a ZIP or gzip file is opened first (:mod:`~governed_evidence.sdmx.envelope`),
+under the byte cap of its kind, and what is inside is read like any other body: SDMX-ML
+2.1 or 3.0, SDMX-JSON or SDMX-CSV, chosen by :func:`~governed_evidence.sdmx.formats.detect`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from governed_evidence.errors import UnusableResponseError
 from governed_evidence.sdmx.artefacts import StructureMessage
 from governed_evidence.sdmx.cache import CacheEntry, ResponseCache
 from governed_evidence.sdmx.catalogue import CatalogueIndex, parse_catalogue
 from governed_evidence.sdmx.data import DataTable, parse_data
+from governed_evidence.sdmx.envelope import unwrap
 from governed_evidence.sdmx.formats import Format, detect
 from governed_evidence.sdmx.providers import Provider
+from governed_evidence.sdmx.sdmxjson import parse_json_catalogue, parse_json_structure
 from governed_evidence.sdmx.structure import MAX_CODES, error_codes, parse_structure
+from governed_evidence.sdmx.urls import Kind
 
 __all__ = ["ParsedResponses"]
 
@@ -28,6 +36,9 @@ __all__ = ["ParsedResponses"]
 #: hold together: one message may hold up to MAX_CODES, sixteen such must not pile up.
 _STRUCTURE_MEMO = 16
 _STRUCTURE_MEMO_ITEMS = MAX_CODES
+#: Byte caps for what an envelope may expand to, when the service does not pass its own
+#: (the defaults of GOVERNED_EVIDENCE_SDMX_MAX_BYTES_*).
+_DEFAULT_MAX_BYTES = {"catalogue": 64 * 1024 * 1024, "structure": 32 * 1024 * 1024, "data": 16 * 1024 * 1024}
 
 
 def _empty() -> DataTable:
@@ -37,9 +48,14 @@ def _empty() -> DataTable:
 class ParsedResponses:
     """Parses cache entries, memoising structures and catalogues per body; thread-safe."""
 
-    def __init__(self, cache: ResponseCache, *, max_rows_parsed: int) -> None:
+    def __init__(
+        self, cache: ResponseCache, *, max_rows_parsed: int, max_bytes: Mapping[Kind, int] | None = None
+    ) -> None:
         self.cache = cache
         self.max_rows_parsed = max_rows_parsed
+        self.max_bytes: dict[str, int] = dict(_DEFAULT_MAX_BYTES)
+        for kind, limit in (max_bytes or {}).items():
+            self.max_bytes[kind] = limit
         self._lock = threading.Lock()
         self._catalogues: dict[str, tuple[str, CatalogueIndex]] = {}
         self._structures: OrderedDict[str, StructureMessage] = OrderedDict()
@@ -60,10 +76,14 @@ class ParsedResponses:
             if memo is not None:
                 self._structures.move_to_end(key)
                 return memo
-        fmt = detect(entry.content_type, entry.body)
-        if fmt != "structure":
+        content_type, body = self._opened(entry)
+        fmt = detect(content_type, body)
+        if fmt == "json":
+            message = parse_json_structure(body)
+        elif fmt == "structure":
+            message = parse_structure(body)
+        else:
             raise UnusableResponseError(f"expected a structure message from the provider, got {fmt}")
-        message = parse_structure(entry.body)
         with self._lock:
             self._structures[key] = message
             while len(self._structures) > 1 and (
@@ -82,10 +102,14 @@ class ParsedResponses:
                 return memo[1]
         rows = self.cache.load_catalogue(entry.provider, key)
         if rows is None:
-            fmt = detect(entry.content_type, entry.body)
-            if fmt != "structure":
+            content_type, body = self._opened(entry)
+            fmt = detect(content_type, body)
+            if fmt == "json":
+                rows = parse_json_catalogue(body)
+            elif fmt == "structure":
+                rows = parse_catalogue(body)
+            else:
                 raise UnusableResponseError(f"expected the provider's dataflow catalogue, got {fmt}")
-            rows = parse_catalogue(entry.body)
             self.cache.save_catalogue(entry.provider, key, rows)
         index = CatalogueIndex(rows)
         with self._lock:
@@ -97,11 +121,18 @@ class ParsedResponses:
         if entry.status == 404:
             # Cached only when it meant an empty selection (see fetch.check_status).
             return _empty(), None
-        fmt = detect(entry.content_type, entry.body)
-        if fmt == "text" and provider.says_no_results(entry.body):
+        content_type, body = self._opened(entry)
+        fmt = detect(content_type, body)
+        if fmt == "text" and provider.says_no_results(body):
             return _empty(), None
         if fmt == "error":
-            if "100" in error_codes(entry.body):
+            if "100" in error_codes(body):
                 return _empty(), None
             raise UnusableResponseError("the provider answered with an SDMX error message")
-        return parse_data(fmt, entry.body, keep=keep, max_rows=self.max_rows_parsed), fmt
+        return parse_data(fmt, body, keep=keep, max_rows=self.max_rows_parsed), fmt
+
+    def _opened(self, entry: CacheEntry) -> tuple[str, bytes]:
+        """The entry's content type and body, out of a ZIP or gzip envelope when it came in one."""
+        return unwrap(
+            entry.content_type, entry.body, max_bytes=self.max_bytes.get(entry.kind, _DEFAULT_MAX_BYTES["data"])
+        )

@@ -61,6 +61,7 @@ MAX_NO_RESULTS_MARKERS = 16
 #: provider. A provider sets ``no_results_markers = []`` to have none.
 DEFAULT_NO_RESULTS_MARKERS = ("noresultsfound", "no results found", "norecordsfound", "no records found")
 _MARKER_RE = re.compile(r"[ -~]{1,64}")
+_ACCEPT_RE = re.compile(r"[A-Za-z0-9!#$&^_.+\-]{1,60}/[A-Za-z0-9!#$&^_.+\-]{1,80}(?: ?;[ -~]{1,80}){0,4}")
 
 
 def is_public_address(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -175,8 +176,14 @@ class Provider(BaseModel):
     data_flow_ref: Literal["full", "id"] = "full"
     #: ``format`` query parameter for data requests, when the provider wants one.
     data_format: str | None = None
-    #: Accept header for data requests (the response is parsed by what comes back, not this).
+    #: Accept header for data requests (the response is parsed by what comes back, not this):
+    #: SDMX-CSV, SDMX-ML generic or structure-specific, or SDMX-JSON
+    #: (``application/vnd.sdmx.data+json;version=1.0.0``) for a provider that speaks only JSON.
     data_accept: str = "application/vnd.sdmx.data+csv;version=1.0.0"
+    #: Accept header for catalogue, structure and availability requests; SDMX-ML 2.1 unless a
+    #: provider serves only SDMX-JSON (``application/vnd.sdmx.structure+json;version=2.0.0``)
+    #: or SDMX-ML 3.0. Every one of these is read, whatever was asked for.
+    structure_accept: str = "application/vnd.sdmx.structure+xml;version=2.1"
     #: Data downloads this server allows itself per hour against this provider.
     data_per_hour: int = Field(default=60, ge=1, le=100_000)
     #: Structure and catalogue requests allowed per hour.
@@ -216,6 +223,14 @@ class Provider(BaseModel):
         # ASCII only: str.isalnum() would accept any script's letters and digits.
         if value is not None and not _FORMAT_RE.fullmatch(value):
             raise ValueError("data_format must be a plain word such as csvfilewithlabels")
+        return value
+
+    @field_validator("data_accept", "structure_accept")
+    @classmethod
+    def _accept(cls, value: str) -> str:
+        # A header value: printable ASCII, no line breaks, short.
+        if not _ACCEPT_RE.fullmatch(value):
+            raise ValueError("must be a media type such as application/vnd.sdmx.data+csv;version=1.0.0")
         return value
 
     @field_validator("no_results_markers")

@@ -81,7 +81,7 @@ class SdmxService:
         self.fetcher = Fetcher(
             cache=self.cache, ledger=self.ledger, client=client, ttls=ttls, max_bytes=max_bytes, clock=clock
         )
-        self.parsed = ParsedResponses(self.cache, max_rows_parsed=max_rows_parsed)
+        self.parsed = ParsedResponses(self.cache, max_rows_parsed=max_rows_parsed, max_bytes=max_bytes)
 
     @classmethod
     def from_settings(

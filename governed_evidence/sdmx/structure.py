@@ -1,4 +1,4 @@
-"""SDMX-ML 2.1 structure messages parsed: dataflows, DSDs, codelists, concepts, constraints.
+"""SDMX-ML 2.1 and 3.0 structure messages parsed: dataflows, DSDs, codelists, concepts, constraints.
 
 What a message holds, and how its references are resolved, is
 :mod:`~governed_evidence.sdmx.artefacts`; this module reads the XML into it, and reads
@@ -8,6 +8,13 @@ The message is streamed (:func:`governed_evidence.sdmx.xml.stream`): each datafl
 structure, constraint, code and concept is built alone, read, and let go, so memory
 follows what is kept. What is kept is bounded too: :data:`MAX_CODES` counts every code,
 concept, artefact, component and constraint value together.
+
+SDMX-ML 3.0 is read by the same code: its namespaces are reported as the 2.1 ones
+(:data:`~governed_evidence.sdmx.xml.V3_TO_V21`), and what 3.0 writes differently is read
+here: references as URN text instead of ``<Ref>`` elements, ``DataConstraint`` with a
+``role`` instead of ``ContentConstraint`` with a ``type``, and key values in the
+structure namespace. Constraints are read in both of their shapes: cube regions (codes
+per dimension, and attribute values) and data key sets (whole keys, as UNICEF sends).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from governed_evidence.sdmx.xml import (
     COM,
     MES,
     STR,
+    V3_TO_V21,
     XML_LANG,
     children,
     clean,
@@ -40,12 +48,19 @@ from governed_evidence.sdmx.xml import (
     stream,
 )
 
-__all__ = ["MAX_CODES", "error_codes", "parse_structure"]
+__all__ = ["MAX_CODES", "error_codes", "parse_structure", "parse_urn"]
 
 #: Items kept from one message: codes across all codelists (Eurostat's GEO alone has
 #: thousands), concepts, dataflows, structures, their components and constraint values.
 MAX_CODES = 300_000
 _POSITION_RE = re.compile(r"[0-9]{1,6}")
+#: ``urn:sdmx:org.sdmx.infomodel.codelist.Codelist=ECB:CL_FREQ(1.0)``, with ``.ITEM`` for a
+#: concept or code inside a scheme. Bounded: provider text.
+_URN_RE = re.compile(
+    r"urn:sdmx:org\.sdmx\.infomodel\.[A-Za-z]{1,40}\.[A-Za-z]{1,40}="
+    r"(?P<agency>[A-Za-z0-9_@$.\-]{1,260}):(?P<id>[A-Za-z0-9_@$\-]{1,100})"
+    r"\((?P<version>[A-Za-z0-9_.+*~\-]{1,40})\)(?:\.(?P<item>[A-Za-z0-9_@$.\-]{1,300}))?"
+)
 _STRUCTURE = f"{{{MES}}}Structure"
 _STRUCTURES = f"{{{MES}}}Structures"
 _ERROR_MESSAGE = f"{{{MES}}}ErrorMessage"
@@ -57,12 +72,28 @@ _ARTEFACTS = {
     f"{{{STR}}}Dataflow": "Dataflows",
     f"{{{STR}}}DataStructure": "DataStructures",
     f"{{{STR}}}ContentConstraint": "Constraints",
+    f"{{{STR}}}DataConstraint": "DataConstraints",
 }
 #: Inside a codelist or concept scheme, each item (and the scheme's own name) is a unit.
 _ITEMS = {
     _CODELIST: frozenset({f"{{{STR}}}Code", _NAME}),
     _CONCEPT_SCHEME: frozenset({f"{{{STR}}}Concept"}),
 }
+
+
+def parse_urn(text: str) -> Ref | None:
+    """An SDMX URN as a reference (an item's URN names its scheme as the parent); None if it is not one."""
+    match = _URN_RE.fullmatch(text.strip())
+    if match is None:
+        return None
+    if match["item"]:
+        return Ref(
+            id=match["item"],
+            agency=match["agency"],
+            parent_id=match["id"],
+            parent_version=match["version"],
+        )
+    return Ref(id=match["id"], agency=match["agency"], version=match["version"])
 
 
 def _ref(container: Element | None) -> Ref | None:
@@ -72,7 +103,12 @@ def _ref(container: Element | None) -> Ref | None:
     if ref is None:
         # Some providers qualify Ref with a namespace; match it by local name.
         ref = next((e for e in container if local(e.tag) == "Ref"), None)
-    if ref is None or not ref.get("id"):
+    if ref is None:
+        # SDMX-ML 3.0 (and 2.1's <URN> child) write the reference as a URN.
+        urn = next((e for e in container if local(e.tag) == "URN"), None)
+        text = (urn.text if urn is not None else container.text) or ""
+        return parse_urn(text) if text.strip().startswith("urn:") else None
+    if not ref.get("id"):
         return None
     return Ref(
         id=ref.get("id", ""),
@@ -143,6 +179,18 @@ def _structure(element: Element) -> DataStructure:
     )
 
 
+def _values(element: Element) -> list[str]:
+    return [(v.text or "").strip() for v in element if local(v.tag) == "Value" and (v.text or "").strip()]
+
+
+def _time_range(element: Element) -> tuple[str | None, str | None]:
+    start_el = next((e for e in element if local(e.tag) == "StartPeriod"), None)
+    end_el = next((e for e in element if local(e.tag) == "EndPeriod"), None)
+    start = (start_el.text or "").strip() if start_el is not None else None
+    end = (end_el.text or "").strip() if end_el is not None else None
+    return start or None, end or None
+
+
 def _constraint(element: Element) -> Constraint:
     attached: list[Ref] = []
     attachment = first(element, STR, "ConstraintAttachment")
@@ -151,31 +199,59 @@ def _constraint(element: Element) -> Constraint:
             ref = _ref(target)
             if ref is not None:
                 attached.append(ref)
-    region = first(element, STR, "CubeRegion")
     key_values: dict[str, list[str]] = {}
+    attribute_values: dict[str, list[str]] = {}
+    keys: list[dict[str, str]] = []
     start = end = None
-    include = True
+    regions = children(element, STR, "CubeRegion")
+    key_sets = children(element, STR, "DataKeySet")
+    # The first included region says what the constraint includes; an excluding one alone
+    # is kept as such (and then not used to list codes, see constraints_for).
+    region = next((r for r in regions if r.get("include", "true").lower() != "false"), None)
+    include = region is not None or not regions
     if region is not None:
-        include = region.get("include", "true").lower() != "false"
-        for kv in children(region, COM, "KeyValue"):
-            dim = kv.get("id", "")
-            time_range = first(kv, COM, "TimeRange")
-            if time_range is not None:
-                start_el = first(time_range, COM, "StartPeriod")
-                end_el = first(time_range, COM, "EndPeriod")
-                start = (start_el.text or "").strip() if start_el is not None else None
-                end = (end_el.text or "").strip() if end_el is not None else None
+        for part in region:
+            name = local(part.tag)
+            if name == "KeyValue":
+                time_range = next((e for e in part if local(e.tag) == "TimeRange"), None)
+                if time_range is not None:
+                    start, end = _time_range(time_range)
+                else:
+                    key_values[part.get("id", "")] = _values(part)
+            elif name in ("Attribute", "Component"):
+                # Attribute selections: 2.1 <com:Attribute>, 3.0 <str:Component>.
+                attribute_values[part.get("id", "")] = _values(part)
+    included = [k for k in key_sets if k.get("isIncluded", "true").lower() != "false"]
+    if not regions and key_sets and not included:
+        include = False
+    for key_set in included:
+        for key in key_set:
+            if local(key.tag) != "Key":
                 continue
-            key_values[dim] = [(v.text or "").strip() for v in children(kv, COM, "Value") if v.text]
+            one: dict[str, str] = {}
+            for kv in key:
+                if local(kv.tag) == "KeyValue" and kv.get("id"):
+                    values = _values(kv)
+                    if values:
+                        one[kv.get("id", "")] = values[0]
+            if one:
+                keys.append(one)
+                for dim, code in one.items():
+                    codes = key_values.setdefault(dim, [])
+                    if code not in codes:
+                        codes.append(code)
     return Constraint(
         agency=element.get("agencyID", ""),
         id=element.get("id", ""),
-        type=element.get("type", "Actual"),
+        # 2.1 says type=, 3.0 says role=.
+        type=element.get("type") or element.get("role") or "Actual",
         attached=attached,
         include=include,
         key_values=key_values,
-        time_start=start or None,
-        time_end=end or None,
+        time_start=start,
+        time_end=end,
+        attribute_values=attribute_values,
+        keys=keys,
     )
 
 
@@ -231,7 +307,7 @@ def _watched(tag: str) -> bool:
 
 
 def parse_structure(body: bytes) -> StructureMessage:
-    """Read an SDMX-ML 2.1 Structure message.
+    """Read an SDMX-ML 2.1 or 3.0 Structure message.
 
     Raises
     ------
@@ -247,14 +323,14 @@ def parse_structure(body: bytes) -> StructureMessage:
     scheme: tuple[str, dict[str, str]] | None = None
     codes: dict[str, str] = {}
     scheme_name = ""
-    for kind, tag, attrib, element in stream(body, units=_units, watch=_watched):
+    for kind, tag, attrib, element in stream(body, units=_units, watch=_watched, rename=V3_TO_V21):
         if not root_seen:
             root_seen = True
             if kind != "start" or tag != _STRUCTURE:
                 # The root's name is provider text, so it is not repeated; an SDMX Error
                 # message is named in this package's words.
                 got = ", got an SDMX error message" if tag == f"{{{MES}}}Error" else ""
-                raise UnusableResponseError(f"expected an SDMX-ML 2.1 structure message{got}")
+                raise UnusableResponseError(f"expected an SDMX-ML structure message{got}")
             continue
         if kind == "start" and tag in _ITEMS:
             scheme, codes, scheme_name = (tag, attrib), {}, ""
@@ -298,9 +374,15 @@ def _add(
         dsd = _structure(element)
         budget.take(1 + len(dsd.dimensions) + len(dsd.attributes))
         message.structures.append(dsd)
-    elif name == "ContentConstraint":
+    elif name in ("ContentConstraint", "DataConstraint"):
         constraint = _constraint(element)
-        budget.take(1 + len(constraint.attached) + sum(len(v) for v in constraint.key_values.values()))
+        budget.take(
+            1
+            + len(constraint.attached)
+            + sum(len(v) for v in constraint.key_values.values())
+            + sum(len(v) for v in constraint.attribute_values.values())
+            + sum(len(k) for k in constraint.keys)
+        )
         message.constraints.append(constraint)
     elif name == "Code" and scheme is not None:
         budget.take(1)

@@ -92,7 +92,7 @@ def flow_ref(provider: Provider, ref: DatasetRef) -> str:
 def catalogue_request(provider: Provider) -> SdmxRequest:
     """All dataflows of the provider's catalogue agency (``all`` for the OECD)."""
     url = _url(provider, "dataflow", provider.catalogue_agency, "all", "latest")
-    return SdmxRequest(provider.id, "catalogue", url, STRUCTURE_ACCEPT)
+    return SdmxRequest(provider.id, "catalogue", url, provider.structure_accept)
 
 
 def structure_request(provider: Provider, ref: DatasetRef) -> SdmxRequest:
@@ -102,13 +102,13 @@ def structure_request(provider: Provider, ref: DatasetRef) -> SdmxRequest:
         "detail": None if provider.structure_detail == "full" else provider.structure_detail,
     }
     url = _url(provider, "dataflow", _agency(provider, ref), ref.id, ref.version, params=params)
-    return SdmxRequest(provider.id, "structure", url, STRUCTURE_ACCEPT)
+    return SdmxRequest(provider.id, "structure", url, provider.structure_accept)
 
 
 def availability_request(provider: Provider, ref: DatasetRef) -> SdmxRequest:
     """The codes that have data for the whole flow (key, provider and component all ``all``)."""
     url = _url(provider, "availableconstraint", flow_ref(provider, ref), "all", "all", "all", params={"mode": "exact"})
-    return SdmxRequest(provider.id, "structure", url, STRUCTURE_ACCEPT)
+    return SdmxRequest(provider.id, "structure", url, provider.structure_accept)
 
 
 def data_request(

@@ -19,6 +19,11 @@ start and an end event, never kept. What the parser itself keeps is bounded too:
   attributes, a giant comment) is refused before the parser buffers more of it;
 - a unit of more than :data:`MAX_UNIT_ELEMENTS` elements, or a document of more than
   :data:`MAX_ELEMENTS`, is refused (the last bounds the time a parse takes).
+
+SDMX-ML 3.0 names the same elements in other namespaces (``.../v3_0/structure``); a
+reader that understands both passes ``rename=V3_TO_V21`` and sees 2.1 tags throughout,
+so one reader serves both versions and only what really differs (references written as
+URNs, ``DataConstraint`` with a ``role``) needs code of its own.
 """
 
 from __future__ import annotations
@@ -44,7 +49,9 @@ __all__ = [
     "MAX_TOKEN_BYTES",
     "MAX_UNIT_ELEMENTS",
     "MES",
+    "MES3",
     "STR",
+    "V3_TO_V21",
     "XML_LANG",
     "Event",
     "children",
@@ -62,6 +69,13 @@ __all__ = [
 MES = "http://www.sdmx.org/resources/sdmxml/schemas/v2_1/message"
 STR = "http://www.sdmx.org/resources/sdmxml/schemas/v2_1/structure"
 COM = "http://www.sdmx.org/resources/sdmxml/schemas/v2_1/common"
+MES3 = "http://www.sdmx.org/resources/sdmxml/schemas/v3_0/message"
+#: SDMX-ML 3.0 namespaces → their 2.1 counterparts (see the module docstring).
+V3_TO_V21 = {
+    MES3: MES,
+    "http://www.sdmx.org/resources/sdmxml/schemas/v3_0/structure": STR,
+    "http://www.sdmx.org/resources/sdmxml/schemas/v3_0/common": COM,
+}
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 #: Real SDMX-ML nests about 11 deep and uses under 100 names; these leave wide margins.
@@ -104,9 +118,13 @@ def _refuse(exc: Exception) -> UnusableResponseError:
 class _Builder:
     """The parser's target: keeps the one unit being built and the events not yet handed over."""
 
-    def __init__(self, units: Callable[[str, str], bool], watch: Callable[[str], bool]) -> None:
+    def __init__(
+        self, units: Callable[[str, str], bool], watch: Callable[[str], bool], rename: dict[str, str] | None = None
+    ) -> None:
         self._units = units
         self._watch = watch
+        #: Namespace URI → the one to report it as (``{uri}`` prefixes, built once).
+        self._rename = {f"{{{k}}}": f"{{{v}}}" for k, v in (rename or {}).items()}
         self.events: list[Event] = []
         #: Parser callbacks so far: the feed loop's measure of progress.
         self.calls = 0
@@ -117,8 +135,17 @@ class _Builder:
         self._unit_elements = 0
         self._text: list[str] = []
 
+    def _renamed(self, tag: str) -> str:
+        if self._rename and tag.startswith("{"):
+            prefix = tag[: tag.find("}") + 1]
+            new = self._rename.get(prefix)
+            if new is not None:
+                return new + tag[len(prefix) :]
+        return tag
+
     def start(self, tag: str, attrib: dict[str, str]) -> None:
         self.calls += 1
+        tag = self._renamed(tag)
         self._elements += 1
         if self._elements > MAX_ELEMENTS:
             raise ResponseTooLargeError("the provider's XML holds more elements than this server reads")
@@ -153,6 +180,7 @@ class _Builder:
 
     def end(self, tag: str) -> None:
         self.calls += 1
+        tag = self._renamed(tag)
         self._stack.pop()
         building = self._open
         if building:
@@ -177,12 +205,14 @@ def stream(
     *,
     units: Callable[[str, str], bool] = _never,
     watch: Callable[[str], bool] = _nothing,
+    rename: dict[str, str] | None = None,
 ) -> Iterator[Event]:
     """Events for the root element, the ``watch``-ed tags and each complete unit, in document order.
 
     ``units(parent_tag, tag)`` says which elements to build whole (never inside another
     unit); ``watch(tag)`` which other elements to report as start and end events.
-    Tags are ``{namespace}local``.
+    Tags are ``{namespace}local``, with the namespaces in ``rename`` reported as their
+    mapped ones (:data:`V3_TO_V21`).
 
     Raises
     ------
@@ -192,7 +222,7 @@ def stream(
     ResponseTooLargeError
         On more elements in a unit or in the document than this server reads.
     """
-    builder = _Builder(units, watch)
+    builder = _Builder(units, watch, rename)
     parser = SafeET.XMLParser(target=builder, forbid_dtd=True, forbid_entities=True, forbid_external=True)
     idle = 0
     try:

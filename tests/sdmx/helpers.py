@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +43,36 @@ ESTAT_LFSA_DSD = "ESTAT/knifflig-sdmxflow/tests/data/sdmx/estat/lfsa_egai2d/raw/
 ESTAT_NAMA = "ESTAT/sdmx-test-data/ESTAT/NAMA_10_GDP-ss.xml"
 ESTAT_FOOTER = "ESTAT/sdmx-test-data/ESTAT/footer2.xml"
 SPC_ACTUAL = "SPC/sdmx-test-data/SPC/actualconstraint-0.xml"
+
+
+#: A checkout of khaeru/sdmx-test-data (the sdmx1 client's recorded responses), named by
+#: this variable as sdmx1's own tests name it. Its files are read from ../shared first (laid
+#: out as ``<PROVIDER>/sdmx-test-data/<path>``, see its MANIFEST.md), else from here.
+SDMX_TEST_DATA = os.environ.get("SDMX_TEST_DATA")
+
+
+def sdmx_test_data(provider: str, path: str) -> bytes:
+    """A file of khaeru/sdmx-test-data (no licence stated, so never copied into this repository).
+
+    Looked for in ``../shared/data/sdmx/<provider>/sdmx-test-data/<path>``, then under
+    ``$SDMX_TEST_DATA``; the test skips, naming both places, when neither has it.
+    """
+    candidates = [SHARED / provider / "sdmx-test-data" / path]
+    if SDMX_TEST_DATA:
+        candidates.append(Path(SDMX_TEST_DATA) / path)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.read_bytes()
+    pytest.skip(
+        f"recorded response not available: khaeru/sdmx-test-data {path} (looked in ../shared/data/sdmx/{provider}/"
+        "sdmx-test-data/ and $SDMX_TEST_DATA)"
+    )
+
+
+def recorded(provider: str, path: str) -> tuple[str, str, bytes]:
+    """A response recorded by requests-cache in khaeru/sdmx-test-data/recorded: (URL, Content-Type, body)."""
+    record = json.loads(sdmx_test_data(provider, path))
+    return str(record["url"]), str(record["headers"]["Content-Type"]), base64.b64decode(record["_content"])
 
 
 def fixture(name: str) -> bytes:

@@ -163,7 +163,12 @@ def test_xml_root_decides_for_plain_xml() -> None:
     assert detect("text/xml", b"<html/>") == "other"
 
 
-@pytest.mark.parametrize("fmt", ["structure", "json", "text", "other", "error"])
+@pytest.mark.parametrize("fmt", ["structure", "text", "other", "error"])
 def test_non_data_formats_are_refused(fmt: str) -> None:
     with pytest.raises(UnusableResponseError, match="format"):
         parse_data(fmt, b"{}", keep=1, max_rows=1)  # type: ignore[arg-type]
+
+
+def test_json_that_is_not_sdmx_json_data_is_refused() -> None:
+    with pytest.raises(UnusableResponseError, match="not an SDMX-JSON data message"):
+        parse_data("json", b"{}", keep=1, max_rows=1)

@@ -12,7 +12,7 @@ from governed_evidence.sdmx.providers import DEFAULT_NO_RESULTS_MARKERS, check_b
 
 def test_bundled_providers_and_their_quirks() -> None:
     providers = load_providers()
-    assert providers.ids() == ["ECB", "ESTAT", "OECD"]
+    assert providers.ids() == ["BIS", "ECB", "ESTAT", "ILO", "IMF", "INSEE", "ISTAT", "OECD", "UNICEF"]
     oecd = providers.get("OECD")
     assert oecd.base_url == "https://sdmx.oecd.org/public/rest"
     assert oecd.catalogue_agency == "all"
@@ -94,8 +94,8 @@ def test_bad_override_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_unknown_provider_lists_the_configured_ones() -> None:
-    with pytest.raises(InvalidRequestError, match="ECB, ESTAT, OECD"):
-        load_providers().get("IMF")
+    with pytest.raises(InvalidRequestError, match="BIS, ECB, ESTAT, ILO, IMF, INSEE, ISTAT, OECD, UNICEF"):
+        load_providers().get("NOPE")
 
 
 def test_the_override_file_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,6 +169,27 @@ def test_public_bases_need_no_opt_in_and_the_loopback_http_form_implies_it(tmp_p
     path = tmp_path / "providers.toml"
     path.write_text('[providers.MIRROR]\nbase_url = "http://127.0.0.1:8765/rest"\n')
     assert load_providers(path).get("MIRROR").private_network_allowed is True
+
+
+def test_a_provider_declares_which_formats_to_ask_for(tmp_path: Path) -> None:
+    from governed_evidence.sdmx.urls import catalogue_request, data_request, structure_request
+    from governed_evidence.sdmx.validate import DatasetRef
+
+    path = tmp_path / "providers.toml"
+    path.write_text(
+        '[providers.JSONONLY]\nbase_url = "https://stats.example.org/rest"\ndefault_agency = "X"\n'
+        'data_accept = "application/vnd.sdmx.data+json;version=1.0.0"\n'
+        'structure_accept = "application/vnd.sdmx.structure+json;version=2.0.0"\n'
+    )
+    provider = load_providers(path).get("JSONONLY")
+    ref = DatasetRef("X", "FLOW", "1.0")
+    assert catalogue_request(provider).accept == "application/vnd.sdmx.structure+json;version=2.0.0"
+    assert structure_request(provider, ref).accept == "application/vnd.sdmx.structure+json;version=2.0.0"
+    assert data_request(provider, ref, "all", None, None).accept == "application/vnd.sdmx.data+json;version=1.0.0"
+    for bad in ("text/xml\\r\\nX-Injected: 1", "not a media type", "application/é"):
+        path.write_text(f'[providers.OECD]\nstructure_accept = "{bad}"\n')
+        with pytest.raises(ConfigError, match="structure_accept"):
+            load_providers(path)
 
 
 def test_a_data_format_must_be_an_ascii_word(tmp_path: Path) -> None:

@@ -242,7 +242,7 @@ def test_eurostat_partial_codelists_and_structure_specific_data(
         (lambda s: s.search_datasets("", provider="ECB"), "query"),
         (lambda s: s.search_datasets("x" * 501), "query"),
         (lambda s: s.search_datasets("gdp", limit=0), "limit"),
-        (lambda s: s.search_datasets("gdp", provider="IMF"), "unknown provider"),
+        (lambda s: s.search_datasets("gdp", provider="NOPE"), "unknown provider"),
     ],
 )
 def test_invalid_input_is_rejected_before_any_request(  # type: ignore[no-untyped-def]
@@ -253,9 +253,10 @@ def test_invalid_input_is_rejected_before_any_request(  # type: ignore[no-untype
     assert fake.requests == []
 
 
-def test_json_answers_are_refused_as_an_unsupported_format(make_service: ServiceFactory, fake: FakeProviders) -> None:
+def test_nonstandard_json_is_refused_as_not_sdmx_json(make_service: ServiceFactory, fake: FakeProviders) -> None:
+    # The OECD answers a plain application/json request with its own shape, not SDMX-JSON.
     fake.add("/dataflow/OECD.CFE.EDS/DSD_FUA_CLIM@DF_LAND_TEMP/", shared(OECD_JSON), "application/json")
-    with pytest.raises(UnusableResponseError, match="json"):
+    with pytest.raises(UnusableResponseError, match="not an SDMX-JSON structure message"):
         make_service().describe_dataset("OECD.CFE.EDS,DSD_FUA_CLIM@DF_LAND_TEMP,1.2")
 
 
@@ -288,7 +289,9 @@ def test_status_reports_location_and_counts(make_service: ServiceFactory, fake: 
     assert (status.location, status.persistent, status.usable) == ("file", True, True)
     assert status.reason == "there is no index file"
     assert status.entries == 1 and status.bytes > 0
-    assert [p.provider for p in status.providers] == ["ECB", "ESTAT", "OECD"]
+    assert [p.provider for p in status.providers] == [
+        "BIS", "ECB", "ESTAT", "ILO", "IMF", "INSEE", "ISTAT", "OECD", "UNICEF",
+    ]  # fmt: skip
 
 
 def test_parsed_structures_kept_in_memory_are_bounded_by_what_they_hold(
