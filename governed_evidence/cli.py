@@ -75,16 +75,26 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     db = _db(args, settings)
     progress = None if args.quiet else IngestProgress()
     try:
-        report = composition.ingest(
-            settings,
-            Path(args.corpus),
-            db,
-            embedder_name=args.embedder,
-            ceiling=parse_level(args.ceiling),
-            default_classification=parse_level(args.default_classification),
-            force=args.force,
-            progress=progress,
-        )
+        if args.dry_run:
+            # No embedder is made (no model loads) and the index is not opened.
+            report = composition.dry_run(
+                settings,
+                Path(args.corpus),
+                ceiling=parse_level(args.ceiling),
+                default_classification=parse_level(args.default_classification),
+                progress=progress,
+            )
+        else:
+            report = composition.ingest(
+                settings,
+                Path(args.corpus),
+                db,
+                embedder_name=args.embedder,
+                ceiling=parse_level(args.ceiling),
+                default_classification=parse_level(args.default_classification),
+                force=args.force,
+                progress=progress,
+            )
     finally:
         # Also on Ctrl-C or an error: the bar ends before anything else is printed.
         if progress is not None:
@@ -99,15 +109,24 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             f"{report.passages} passages in {db} (corpus fingerprint matches); use --force to rebuild"
         )
         print(f"  checked in {secs['total']:.1f} s; rejections and warnings are listed when the index is rebuilt")
+        _print_skipped(report)
+        _print_stale(report)
         _print_ingest_levels(report, args.default_classification, settings.ceiling_level)
         return 0
-    rate = report.passages / secs["total"] if secs.get("total") else 0.0
-    print(f"Indexed {report.documents_indexed} documents, {report.passages} passages into {db}")
-    print(
-        f"  embeddings: {report.embeddings_computed} computed, {report.embeddings_reused} reused; "
-        f"{secs['total']:.1f} s ({rate:.1f} passages/s; parse+chunk {secs['parse_and_chunk']:.1f} s, "
-        f"embed {secs['embed']:.1f} s, write {secs['write']:.1f} s)"
-    )
+    if report.dry_run:
+        print(
+            f"Dry run: {report.documents_indexed} documents, {report.passages} passages would be indexed into {db}; "
+            f"nothing was embedded or written ({secs['total']:.1f} s)"
+        )
+    else:
+        rate = report.passages / secs["total"] if secs.get("total") else 0.0
+        print(f"Indexed {report.documents_indexed} documents, {report.passages} passages into {db}")
+        print(
+            f"  embeddings: {report.embeddings_computed} computed, {report.embeddings_reused} reused; "
+            f"{secs['total']:.1f} s ({rate:.1f} passages/s; parse+chunk {secs['parse_and_chunk']:.1f} s, "
+            f"embed {secs['embed']:.1f} s, write {secs['write']:.1f} s)"
+        )
+    _print_stale(report)
     if report.superseded_documents:
         print(f"  superseded documents (kept out of search): {report.superseded_documents}")
     if report.excluded_above_ceiling:
@@ -116,6 +135,7 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  passages refused (credential-shaped content): {report.passages_refused}")
     for path, reason in report.rejected:
         print(f"  rejected {path}: {reason}")
+    _print_skipped(report)
     for path, warning in report.warnings:
         print(f"  warning {path}: {warning}")
     _print_ingest_levels(report, args.default_classification, settings.ceiling_level)
@@ -125,9 +145,24 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 _OUTCOME_WORDS = {
     "indexed": "indexed",
     "superseded": "superseded",
+    "draft": "draft (not searched)",
+    "deprecated": "deprecated (not searched)",
     "above_ceiling": "above the ceiling (not read)",
     "rejected": "rejected",
 }
+
+
+def _print_skipped(report: IngestReport) -> None:
+    """Every file no loader reads, so none vanishes silently (those above the ceiling counted)."""
+    for path, reason in report.skipped:
+        print(f"  skipped {path}: {reason}")
+    if report.skipped_above_ceiling:
+        print(f"  skipped files above the ceiling, not named: {report.skipped_above_ceiling}")
+
+
+def _print_stale(report: IngestReport) -> None:
+    if report.stale_documents:
+        print(f"  documents overdue for review (review_by passed): {report.stale_documents}")
 
 
 def _print_ingest_levels(report: IngestReport, default: str, serving: Classification) -> None:
@@ -142,10 +177,12 @@ def _print_ingest_levels(report: IngestReport, default: str, serving: Classifica
         print(f"    {level.label:<10} {sum(counts.values()):>6}" + (f"  ({parts})" if parts else ""))
     if report.decided_by:
         rules = []
-        for rule in ("front matter", "folder", "default"):
+        for rule in ("front matter", "rule", "folder", "default"):
             levels = report.decided_by.get(rule, {})
             if levels:
-                name = f"default (--default-classification {default})" if rule == "default" else rule
+                name = {"default": f"default (--default-classification {default})", "rule": "governance rule"}.get(
+                    rule, rule
+                )
                 each = ", ".join(f"{c.label} {levels[c.label]}" for c in Classification if c.label in levels)
                 rules.append(f"{name} {sum(levels.values())} ({each})")
         print("  level decided by: " + "; ".join(rules))
@@ -166,10 +203,12 @@ def _print_search(response: SearchResponse) -> None:
         print(f"NO_RELEVANT_CONTEXT: {response.reason}")
         return
     for r in response.results:
+        # A workbook's lines are its sheet's rows, a deck's pages its slides.
+        suffix = r.document.lower().rpartition(".")[2]
         where = (
-            f"lines {r.lines.start}-{r.lines.end}"
+            f"{'rows' if suffix == 'xlsx' else 'lines'} {r.lines.start}-{r.lines.end}"
             if r.lines
-            else f"pages {r.pages.start}-{r.pages.end}"
+            else f"{'slides' if suffix == 'pptx' else 'pages'} {r.pages.start}-{r.pages.end}"
             if r.pages
             else ""
         )
@@ -387,7 +426,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="build the index from a corpus folder (atomic)")
-    p.add_argument("--corpus", required=True, help="folder of .md, .txt, .pdf and .docx files")
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="folder of .md, .txt, .pdf, .docx, .html, .xlsx and .pptx files (others are listed as skipped)",
+    )
     p.add_argument("--db", help="index file (default: $GOVERNED_EVIDENCE_DB or data/evidence.sqlite)")
     p.add_argument(
         "--ceiling", choices=_LEVELS, default="restricted", help="highest level to index (default: restricted)"
@@ -407,6 +450,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=(
             "rebuild even when the corpus, settings and model are unchanged since the index was built, "
             "and replace an index built from another corpus folder (refused without it)"
+        ),
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=(
+            "read and classify every file and report what would be indexed, refused and skipped, by classification "
+            "and status, without loading the model, embedding or writing the index"
         ),
     )
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")

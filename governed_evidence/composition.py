@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "audit_sink",
     "deferred_statistics",
+    "dry_run",
     "ingest",
     "level_services",
     "search_service",
@@ -138,4 +139,24 @@ def ingest(
         refuse_other_corpus=not force,
         # The statistics cache and rate ledger live in the same file: a rebuild keeps them.
         carry_over=carry_over,
+    )
+
+
+def dry_run(
+    settings: Settings,
+    corpus: Path,
+    *,
+    ceiling: Classification,
+    default_classification: Classification,
+    progress: ProgressFn | None = None,
+) -> IngestReport:
+    """What ``ingest`` would index, refuse and skip; no embedder is made, so no model loads."""
+    from governed_evidence.ingest.pipeline import dry_run_corpus
+
+    return dry_run_corpus(
+        corpus,
+        ceiling=ceiling,
+        default_classification=default_classification,
+        max_file_bytes=settings.max_file_bytes,
+        progress=progress,
     )

@@ -141,8 +141,13 @@ def _make_chunk(blocks: list[Block]) -> Chunk:
     return Chunk(text, blocks[-1].headings, line_start, line_end, page_start, page_end, has_content)
 
 
-def chunk_blocks(blocks: list[Block]) -> list[Chunk]:
-    """Group a document's blocks into passages."""
+def chunk_blocks(blocks: list[Block], *, separate_sections: bool = False) -> list[Chunk]:
+    """Group a document's blocks into passages.
+
+    With ``separate_sections`` a small passage is never folded into the next section's:
+    where positions restart in each section (a workbook's sheets) one span across two would
+    be meaningless, and where each section is a unit (a slide) it keeps its own citation.
+    """
     sections: list[list[Block]] = []
     for block in blocks:
         if block.kind == "heading" or not sections or sections[-1][-1].headings != block.headings:
@@ -173,7 +178,7 @@ def chunk_blocks(blocks: list[Block]) -> list[Chunk]:
             else:
                 section_chunks.append(current)
         chunks.extend(_make_chunk(group) for group in section_chunks)
-    return _merge_small(chunks)
+    return _merge_small(chunks, separate_sections)
 
 
 def _common_headings(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
@@ -185,7 +190,7 @@ def _common_headings(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(prefix)
 
 
-def _merge_small(chunks: list[Chunk]) -> list[Chunk]:
+def _merge_small(chunks: list[Chunk], separate_sections: bool = False) -> list[Chunk]:
     """Fold passages too small to stand alone (a heading and a line) into the next one.
 
     The merged passage is cited under the headings both share, so a citation never claims
@@ -194,7 +199,12 @@ def _merge_small(chunks: list[Chunk]) -> list[Chunk]:
     merged: list[Chunk] = []
     for chunk in chunks:
         prev = merged[-1] if merged else None
-        if prev is not None and prev.words < MIN_WORDS and prev.words + chunk.words <= MAX_WORDS:
+        if (
+            prev is not None
+            and prev.words < MIN_WORDS
+            and prev.words + chunk.words <= MAX_WORDS
+            and not (separate_sections and prev.headings != chunk.headings)
+        ):
             line_start, line_end = _span([prev.line_start, prev.line_end, chunk.line_start, chunk.line_end])
             page_start, page_end = _span([prev.page_start, prev.page_end, chunk.page_start, chunk.page_end])
             merged[-1] = Chunk(

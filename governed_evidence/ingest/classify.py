@@ -1,9 +1,11 @@
 """Which classification a document carries.
 
-Order: front matter ``classification:`` wins; else the first path component named after
-a level; else the operator's default. Unknown labels are most sensitive (fail closed), and
-so is a label that cannot be trusted (a near-miss key, a repeated key: see
-:mod:`governed_evidence.ingest.frontmatter`).
+Order: front matter ``classification:`` wins; else the corpus's governance rule for the
+path (:mod:`governed_evidence.ingest.governance`); else the first path component named after
+a level; else the operator's default. A rule is the operator's explicit word about a path,
+so it outranks the folder naming convention, and only a document's own label outranks it.
+Unknown labels are most sensitive (fail closed), and so is a label that cannot be trusted (a
+near-miss key, a repeated key: see :mod:`governed_evidence.ingest.frontmatter`).
 
 Every name a file is reached by counts: files that are hard links of each other take the
 most restrictive level of all their names (the pipeline groups them), and symbolic links
@@ -18,6 +20,7 @@ from typing import Literal
 
 from governed_evidence.config import Classification, parse_label
 from governed_evidence.ingest.frontmatter import LABEL_KEY, FrontMatter, FrontMatterError, read_front_matter
+from governed_evidence.ingest.governance import NO_GOVERNANCE, Governance
 
 __all__ = [
     "TEXT_SUFFIXES",
@@ -34,7 +37,7 @@ _LEVEL_NAMES = {c.label: c for c in Classification}
 
 #: What decided a level, for the ingest report: an operator who finds everything restricted
 #: needs to know which rule to change.
-DecidedBy = Literal["front matter", "folder", "default"]
+DecidedBy = Literal["front matter", "rule", "folder", "default"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,9 @@ class Classified:
     decided_by: DecidedBy = "default"
 
 
-def classify(path: Path, relative: PurePosixPath, default: Classification) -> Classified:
+def classify(
+    path: Path, relative: PurePosixPath, default: Classification, governance: Governance = NO_GOVERNANCE
+) -> Classified:
     """The document's level and the front matter it was decided from."""
     if path.suffix.lower() in TEXT_SUFFIXES:
         try:
@@ -59,13 +64,18 @@ def classify(path: Path, relative: PurePosixPath, default: Classification) -> Cl
         level = level_from_front_matter(front)
         if level is not None:
             return Classified(level, front, front.doubts, "front matter")
-        by_path = classify_path(relative, default)
+        by_path = classify_path(relative, default, governance)
         return Classified(by_path.level, front, decided_by=by_path.decided_by)
-    return classify_path(relative, default)
+    return classify_path(relative, default, governance)
 
 
-def classify_path(relative: PurePosixPath, default: Classification) -> Classified:
-    """The level the path alone gives (see :func:`level_from_path`), and whether a folder or the default gave it."""
+def classify_path(
+    relative: PurePosixPath, default: Classification, governance: Governance = NO_GOVERNANCE
+) -> Classified:
+    """The level the path alone gives (see :func:`level_from_path`), and which rule gave it."""
+    level = governance.classification(relative)
+    if level is not None:
+        return Classified(level, FrontMatter(), decided_by="rule")
     level = _folder_level(relative)
     if level is None:
         return Classified(default, FrontMatter(), decided_by="default")
@@ -84,10 +94,12 @@ def level_from_front_matter(front: FrontMatter) -> Classification | None:
     return None
 
 
-def level_from_path(relative: PurePosixPath, default: Classification) -> Classification:
-    """The level the path alone gives: the first folder named after a level, else ``default``."""
-    level = _folder_level(relative)
-    return default if level is None else level
+def level_from_path(
+    relative: PurePosixPath, default: Classification, governance: Governance = NO_GOVERNANCE
+) -> Classification:
+    """The level the path alone gives: its governance rule, else the first folder named after
+    a level, else ``default``."""
+    return classify_path(relative, default, governance).level
 
 
 def _folder_level(relative: PurePosixPath) -> Classification | None:

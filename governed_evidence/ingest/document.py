@@ -39,8 +39,11 @@ class Block:
 @dataclass
 class LoadedDocument:
     title: str
-    format: Literal["markdown", "text", "pdf", "docx"]
+    format: Literal["markdown", "text", "pdf", "docx", "html", "xlsx", "pptx"]
     blocks: list[Block]
     front_matter: FrontMatter = field(default_factory=FrontMatter)
     #: Non-fatal notes for the operator (e.g. "XFA form: only static text extracted").
     warnings: list[str] = field(default_factory=list)
+    #: True when passages never join two sections: a workbook's sheets (row numbers restart
+    #: in each) and a deck's slides (each cited by its own title and number).
+    separate_sections: bool = False

@@ -18,6 +18,7 @@ from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import ModelIdentity
 from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.frontmatter import FRONT_MATTER_LIMIT
+from governed_evidence.ingest.governance import load_governance
 from governed_evidence.ingest.guards import check_name, check_source_location
 from governed_evidence.ingest.passages import MAX_PASSAGE_CHARS
 from governed_evidence.ingest.sources import Names, Source, hard_link_groups, sources
@@ -32,7 +33,9 @@ __all__ = ["INGEST_LOGIC_VERSION", "corpus_fingerprint", "fingerprint"]
 #: 2: links not followed, names checked, labels fail closed, key runs refused
 #: 3: PDF running headers dropped, sentences kept across page breaks, wrapped lines not headings
 #: 4: bare YAML and TOML front matter read, titles from name:, titles and headings one line
-INGEST_LOGIC_VERSION = 4
+#: 5: the governance file's rules, lifecycle (status, owner, review_by, effective) from rules and front matter
+#: 6: HTML, XLSX and PPTX read; Office lock files (~$) skipped; sheets and slides never share a passage
+INGEST_LOGIC_VERSION = 6
 
 
 def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: int) -> list[object]:
@@ -86,9 +89,12 @@ def fingerprint(
     ceiling: Classification,
     default_classification: Classification,
     max_file_bytes: int,
+    governance: str | None = None,
 ) -> str:
+    """The digest (see :func:`corpus_fingerprint`); ``governance`` is the digest of the
+    governance file's bytes, None when the corpus has none."""
     # Everything besides the files that shapes the index: the ingest logic, the schema, the
-    # build settings and the embedding model (its vectors are stored).
+    # build settings, the governance rules and the embedding model (its vectors are stored).
     settings = {
         "ingest_logic": INGEST_LOGIC_VERSION,
         "schema_version": SCHEMA_VERSION,
@@ -100,6 +106,8 @@ def fingerprint(
         "embedding_model": identity.model_id,
         "embedding_dimension": identity.dimension,
         "embedding_model_checksum": identity.checksum,
+        # The rules decide levels and what is searched: editing one must rebuild.
+        "governance": governance,
     }
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     # Unsupported files never reach the index; they are listed by path (an added or removed
@@ -137,7 +145,8 @@ def corpus_fingerprint(
 
     Equal fingerprints mean an ingest would build the same index (up to its build time):
     the ingest logic version, the schema, the settings (resolved corpus path, ceiling,
-    default classification, file size limit), the embedding model, and for every file the
+    default classification, file size limit), the governance file's bytes, the embedding
+    model, and for every file the
     walk considers, in path order, its relative path and what its outcome depends on (size
     and SHA-256 of its bytes). Only this one digest is stored in the index: no file names,
     sizes or per-file hashes, so it names nothing, above the ceiling or not. It is content
@@ -153,4 +162,5 @@ def corpus_fingerprint(
         ceiling=ceiling,
         default_classification=default_classification,
         max_file_bytes=max_file_bytes,
+        governance=load_governance(root).digest,
     )

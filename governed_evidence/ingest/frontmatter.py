@@ -166,6 +166,12 @@ def _load_yaml(raw: str) -> tuple[Any, list[str]]:
         raise
     except yaml.YAMLError as exc:
         raise FrontMatterError("front matter is not valid YAML") from exc
+    except ValueError as exc:
+        # A scalar YAML resolves but cannot build, such as the date 2024-02-30: without this
+        # one document's typo would stop the whole ingest.
+        raise FrontMatterError(
+            "front matter is not valid YAML (a value cannot be read, e.g. a date that does not exist)"
+        ) from exc
     except RecursionError:
         raise FrontMatterError("front matter nests too deeply") from None
     finally:

@@ -16,6 +16,7 @@ from governed_evidence.ingest.chunker import Chunk, chunk_blocks
 from governed_evidence.ingest.classify import Classified, level_from_front_matter
 from governed_evidence.ingest.document import LoadedDocument
 from governed_evidence.ingest.embed import embedding_key
+from governed_evidence.ingest.governance import GOVERNANCE_FILE, NO_GOVERNANCE, Governance, document_lifecycle
 from governed_evidence.ingest.guards import find_credentials, key_block_spans
 from governed_evidence.ingest.loaders import load_document
 from governed_evidence.ingest.report import IngestReport
@@ -99,7 +100,12 @@ def _superseded_by(value: object) -> str | None:
 
 
 def prepare_document(
-    path: Path, rel: PurePosixPath, decided: Classified, model_id: str, report: IngestReport
+    path: Path,
+    rel: PurePosixPath,
+    decided: Classified,
+    model_id: str,
+    report: IngestReport,
+    governance: Governance = NO_GOVERNANCE,
 ) -> Prepared:
     fallback = _fallback_title(path)
     doc = load_document(path, fallback)
@@ -118,6 +124,21 @@ def prepare_document(
     superseded_by = _superseded_by(
         doc.front_matter.values.get("superseded_by", decided.front.values.get("superseded_by"))
     )
+    # Before any text is guarded or chunked: a document whose lifecycle cannot be read is
+    # refused as a whole, and costs nothing more.
+    lifecycle = document_lifecycle(rel, {**decided.front.values, **doc.front_matter.values}, governance)
+    ruled = governance.deciding(rel, "classification")
+    ruled_level = None if ruled is None else ruled.classification
+    if decided.decided_by == "front matter" and ruled is not None and ruled_level is not None and level < ruled_level:
+        # Front matter wins for one document, as documented; a reviewer should still see
+        # every document that lowers what the operator's rule says.
+        report.warnings.append(
+            (
+                str(rel),
+                f"front matter classification {level.label} is below {ruled_level.label} "
+                f"from {ruled.describe()} of {GOVERNANCE_FILE}: the front matter wins",
+            )
+        )
     # Refuse credential-shaped text at the block level (a paragraph, a table, a code
     # fence), before chunking, so one secret does not take its neighbours down with it.
     refused: dict[str, int] = {}
@@ -152,7 +173,7 @@ def prepare_document(
         block.headings = tuple(h for h in block.headings if not find_credentials(h))
     chunks = []
     oversized = 0
-    for chunk in chunk_blocks(kept):
+    for chunk in chunk_blocks(kept, separate_sections=doc.separate_sections):
         # Second guard: a credential split across two blocks only shows once they are joined.
         if refuse(chunk.text):
             report.passages_refused += 1
@@ -223,5 +244,6 @@ def prepare_document(
         source_mtime=path.stat().st_mtime,
         passage_count=len(passages),
         refused_count=sum(refused.values()),
+        lifecycle=lifecycle,
     )
     return Prepared(row, passages, inputs)

@@ -1,4 +1,4 @@
-"""What an ingest reports: counts, every rejected file with its reason, warnings, timings.
+"""What an ingest reports: counts, every rejected and skipped file with its reason, warnings, timings.
 
 The operator reads it (the CLI prints it; ``--json`` is :meth:`IngestReport.as_dict`). A
 file above the build ceiling is only counted here, never named. Documents are also counted
@@ -15,16 +15,36 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from governed_evidence.config import Classification
+from governed_evidence.store.lifecycle import Status
 
-__all__ = ["OUTCOMES", "IngestReport", "Outcome", "ProgressFn", "serving_notice", "terminal_progress"]
+__all__ = [
+    "OUTCOMES",
+    "READABLE_OUTCOMES",
+    "IngestReport",
+    "Outcome",
+    "ProgressFn",
+    "indexed_outcome",
+    "serving_notice",
+    "terminal_progress",
+]
 
 #: ``(stage, done, total)``, called as a long stage advances.
 ProgressFn = Callable[[str, int, int], None]
 
-#: What became of a classified document: served by search, indexed but superseded (kept out
-#: of search), above the build ceiling (counted, never read), or refused.
-Outcome = Literal["indexed", "superseded", "above_ceiling", "rejected"]
-OUTCOMES: tuple[Outcome, ...] = ("indexed", "superseded", "above_ceiling", "rejected")
+#: What became of a classified document: served by search; indexed but kept out of search
+#: as superseded, draft or deprecated (readable by citation id); above the build ceiling
+#: (counted, never read); or refused.
+Outcome = Literal["indexed", "superseded", "draft", "deprecated", "above_ceiling", "rejected"]
+OUTCOMES: tuple[Outcome, ...] = ("indexed", "superseded", "draft", "deprecated", "above_ceiling", "rejected")
+#: The outcomes of documents in the index: a caller at their level can read them.
+READABLE_OUTCOMES: tuple[Outcome, ...] = ("indexed", "superseded", "draft", "deprecated")
+
+
+def indexed_outcome(superseded: bool, status: Status) -> Outcome:
+    """What became of an indexed document: searched, or why not (supersession first)."""
+    if superseded:
+        return "superseded"
+    return "indexed" if status == "current" else status
 
 
 @dataclass
@@ -38,7 +58,13 @@ class IngestReport:
     embeddings_computed: int = 0
     #: Documents above the build ceiling: counted, never named.
     excluded_above_ceiling: int = 0
+    #: Files no loader reads (every skipped file, named or not): kept for compatibility.
     unsupported_files: int = 0
+    #: Skipped files by corpus-relative path, with the reason ("unsupported format .rtf"),
+    #: so none vanishes silently. One whose path puts it above the build ceiling is only
+    #: counted (``skipped_above_ceiling``), as documents there are.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped_above_ceiling: int = 0
     rejected: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -53,9 +79,13 @@ class IngestReport:
     #: only in ``excluded_above_ceiling``.
     by_classification: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Documents not rejected (indexed, or above the build ceiling) per deciding rule (front
-    #: matter, folder, default) and level label; empty when the index was kept (only a parse
+    #: matter, rule, folder, default) and level label; empty when the index was kept (only a parse
     #: decides).
     decided_by: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: True for ``ingest --dry-run``: everything was read and classified, nothing embedded or written.
+    dry_run: bool = False
+    #: Indexed documents whose ``review_by`` date had passed when the report was made.
+    stale_documents: int = 0
 
     def count(self, level: Classification, decided_by: str, outcome: Outcome) -> None:
         """Count one classified document."""
@@ -66,9 +96,9 @@ class IngestReport:
             per_rule[level.label] = per_rule.get(level.label, 0) + 1
 
     def visible_at(self, ceiling: Classification) -> int:
-        """Indexed documents (superseded ones included) a caller at ``ceiling`` can read."""
+        """Indexed documents (those kept out of search included) a caller at ``ceiling`` can read."""
         return sum(
-            counts.get("indexed", 0) + counts.get("superseded", 0)
+            sum(counts.get(outcome, 0) for outcome in READABLE_OUTCOMES)
             for label, counts in self.by_classification.items()
             if Classification[label.upper()] <= ceiling
         )
@@ -76,16 +106,20 @@ class IngestReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "unchanged": self.unchanged,
+            "dry_run": self.dry_run,
             "built_at": self.built_at,
             "files_seen": self.files_seen,
             "documents_indexed": self.documents_indexed,
             "superseded_documents": self.superseded_documents,
+            "stale_documents": self.stale_documents,
             "passages": self.passages,
             "passages_refused": self.passages_refused,
             "embeddings_reused": self.embeddings_reused,
             "embeddings_computed": self.embeddings_computed,
             "excluded_above_ceiling": self.excluded_above_ceiling,
             "unsupported_files": self.unsupported_files,
+            "skipped": [{"document": p, "reason": r} for p, r in self.skipped],
+            "skipped_above_ceiling": self.skipped_above_ceiling,
             "by_classification": self.by_classification,
             "decided_by": self.decided_by,
             "rejected": [{"document": p, "reason": r} for p, r in self.rejected],
@@ -105,7 +139,7 @@ def serving_notice(report: IngestReport, serving: Classification) -> list[str]:
     if report.visible_at(serving) > 0:
         return []
     above = sum(
-        counts.get("indexed", 0) + counts.get("superseded", 0)
+        sum(counts.get(outcome, 0) for outcome in READABLE_OUTCOMES)
         for label, counts in report.by_classification.items()
         if Classification[label.upper()] > serving
     )
@@ -131,6 +165,11 @@ def serving_notice(report: IngestReport, serving: Classification) -> list[str]:
         lines.append(
             f"{rules.get('default', 'documents')} with no label and no level folder took --default-classification: "
             f"re-ingest with --default-classification {serving.label} if every client may read them"
+        )
+    if rules.get("rule"):
+        lines.append(
+            f"{rules['rule']} took their level from a rule of _governance.toml: "
+            f'set classification = "{serving.label}" in that rule if that is their level'
         )
     if rules.get("folder") or not known:
         lines.append(

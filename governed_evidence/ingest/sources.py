@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from governed_evidence.config import Classification
-from governed_evidence.ingest.classify import Classified, classify, level_from_path
-from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES
+from governed_evidence.ingest.classify import Classified, classify, classify_path
+from governed_evidence.ingest.governance import GOVERNANCE_FILE, NO_GOVERNANCE, Governance
+from governed_evidence.ingest.loaders import skip_reason
 
 __all__ = ["Names", "Source", "classify_names", "hard_link_groups", "sources"]
 
@@ -34,17 +35,28 @@ def _walk(corpus: Path) -> Iterator[Path]:
 class Source:
     path: Path
     rel: PurePosixPath
-    #: A format a loader reads; other files are only counted.
+    #: A format a loader reads; other files are listed in the report as skipped, never read.
     supported: bool
+    #: Why an unsupported file is skipped ("unsupported format .rtf"); None when supported.
+    skip_reason: str | None = None
+
+
+#: The governance file at the corpus root: the rules, not a document (nor a skipped file).
+_GOVERNANCE = PurePosixPath(GOVERNANCE_FILE)
 
 
 def sources(corpus: Path) -> list[Source]:
     """Every file an ingest considers. The fingerprint and the build both iterate this one
-    list, so what is fingerprinted is exactly what is built."""
-    return [
-        Source(path, PurePosixPath(path.relative_to(corpus).as_posix()), path.suffix.lower() in SUPPORTED_SUFFIXES)
+    list, so what is fingerprinted is exactly what is built. The root's governance file is
+    not among them: it is read as rules (and fingerprinted as such)."""
+    # Hidden files and folders (.DS_Store, .git/) are not considered at all (see _walk);
+    # every other file is, and one no loader reads carries the reason it is skipped.
+    found = [
+        Source(path, PurePosixPath(path.relative_to(corpus).as_posix()), reason is None, reason)
         for path in _walk(corpus)
+        for reason in (skip_reason(path.name),)
     ]
+    return [s for s in found if s.rel != _GOVERNANCE]
 
 
 @dataclass(frozen=True)
@@ -95,25 +107,34 @@ def hard_link_groups(corpus: Path, sources: list[Source]) -> dict[PurePosixPath,
 
 
 def classify_names(
-    corpus: Path, rel: PurePosixPath, names: Names | None, default: Classification
+    corpus: Path,
+    rel: PurePosixPath,
+    names: Names | None,
+    default: Classification,
+    governance: Governance = NO_GOVERNANCE,
 ) -> tuple[Classified, PurePosixPath]:
     """The classification of the file at ``rel`` over every name it has here, and the name
     it is indexed under.
 
-    Each indexable name is classified on its own (front matter, else its folder), each
-    other name by its folder; the file takes the most restrictive result, and is indexed
+    Each indexable name is classified on its own (front matter, else its rule or folder),
+    each other name by its path (rule or folder); the file takes the most restrictive result, and is indexed
     under the first indexable name whose own level that is, so a hard link elsewhere
     neither lowers its level nor moves it.
     """
     if names is None:
-        return classify(corpus / rel, rel, default), rel
-    results = {name: classify(corpus / name, name, default) for name in names.indexable}
+        return classify(corpus / rel, rel, default, governance), rel
+    results = {name: classify(corpus / name, name, default, governance) for name in names.indexable}
+    others = [classify_path(name, default, governance) for name in names.other]
     level = max(
         max(result.level for result in results.values()),
-        max((level_from_path(name, default) for name in names.other), default=Classification.PUBLIC),
+        max((other.level for other in others), default=Classification.PUBLIC),
     )
     home = next((name for name in names.indexable if results[name].level == level), names.indexable[0])
     decided = results[home]
-    # When no indexable name reaches the level, the folder of another name set it.
-    decided_by = decided.decided_by if decided.level == level else "folder"
+    # When no indexable name reaches the level, the rule or folder of another name set it.
+    decided_by = (
+        decided.decided_by
+        if decided.level == level
+        else next(other.decided_by for other in others if other.level == level)
+    )
     return Classified(level, decided.front, decided.doubts, decided_by), home

@@ -20,7 +20,9 @@ How to work:
    documents do not answer the question. Do not fill the gap from general knowledge without
    saying that you are doing so.
 5. If read_passage shows superseded_by, the passage is out of date: find and cite the
-   successor instead.
+   successor instead. A passage whose status is draft or deprecated is not policy in force:
+   say so if you cite it. When a result has stale: true, say that the document is overdue
+   for review (its review_by date has passed).
 6. Do not speculate about documents you cannot see. The server only shows what your
    clearance allows, and it does not say what it withholds.
 """

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import date
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from governed_evidence.search.limits import ConfidenceLevel, SearchMode
+from governed_evidence.store.lifecycle import Status
 
 __all__ = [
     "SOURCES_NOTICE",
     "UNTRUSTED_NOTICE",
     "ClassificationLabel",
+    "DocumentStatus",
     "DocumentSummary",
     "IndexStatus",
     "LevelCount",
@@ -42,6 +45,30 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A document's lifecycle, the same five fields on every result, passage and listed document
+# (declared once here, so their descriptions cannot drift apart).
+DocumentStatus = Annotated[
+    Status,
+    Field(
+        description=(
+            "The document's lifecycle status: current (in force), draft (not policy yet) or deprecated "
+            "(no longer policy; superseded documents too). Only current documents are searched; the "
+            "others stay readable by citation_id."
+        )
+    ),
+]
+Owner = Annotated[
+    str | None,
+    Field(description="Who is responsible for the document, when stated (untrusted data, like the title)."),
+]
+ReviewBy = Annotated[date | None, Field(description="Date by which the document is due for review, when stated.")]
+Effective = Annotated[date | None, Field(description="Date from which the document applies, when stated.")]
+Stale = Annotated[
+    bool,
+    Field(description="True once review_by has passed: the document is overdue for review; say so when citing it."),
+]
+
+
 class Span(_Model):
     start: int = Field(description="First line or page (1-based, inclusive).")
     end: int = Field(description="Last line or page (1-based, inclusive).")
@@ -53,9 +80,17 @@ class SearchResult(_Model):
     document: str = Field(description="Document path relative to the corpus root.")
     title: str
     heading: str = Field(description="Section headings, outermost first, joined by ' > '.")
-    lines: Span | None = Field(default=None, description="Line span in the source (text formats).")
-    pages: Span | None = Field(default=None, description="Page span (PDF).")
+    lines: Span | None = Field(
+        default=None,
+        description="Line span in the source (text formats, HTML; DOCX paragraphs; XLSX rows of the sheet).",
+    )
+    pages: Span | None = Field(default=None, description="Page span (PDF pages; for PPTX the slide numbers).")
     classification: ClassificationLabel
+    status: DocumentStatus = "current"
+    owner: Owner = None
+    review_by: ReviewBy = None
+    effective: Effective = None
+    stale: Stale = False
     matched_by: Literal["keyword", "semantic", "both"]
     confidence: float = Field(ge=0.0, le=1.0, description="Calibrated relevance estimate, 0-1.")
     text: str = Field(description="The passage text (untrusted data).")
@@ -88,6 +123,11 @@ class PassageView(_Model):
     lines: Span | None = None
     pages: Span | None = None
     classification: ClassificationLabel
+    status: DocumentStatus = "current"
+    owner: Owner = None
+    review_by: ReviewBy = None
+    effective: Effective = None
+    stale: Stale = False
     position: int = Field(description="Offset from the requested passage (0 = the passage itself).")
     text: str
 
@@ -112,8 +152,13 @@ class LevelCount(_Model):
 class DocumentSummary(_Model):
     document: str
     title: str
-    format: Literal["markdown", "text", "pdf", "docx"]
+    format: Literal["markdown", "text", "pdf", "docx", "html", "xlsx", "pptx"]
     classification: ClassificationLabel
+    status: DocumentStatus = "current"
+    owner: Owner = None
+    review_by: ReviewBy = None
+    effective: Effective = None
+    stale: Stale = False
     passages: int
     superseded_by: str | None = None
 

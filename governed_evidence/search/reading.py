@@ -2,9 +2,15 @@
 
 Each is a plain function of a connection and the ceiling: every statement carries the
 ceiling in its WHERE clause, and a passage above it reads exactly like a missing one.
+
+Reading, unlike search, reaches documents kept out of search (superseded, draft,
+deprecated): what they are is said by their ``status`` and ``superseded_by``, and whether
+they are overdue for review by ``stale``, decided against ``today``.
 """
 
 from __future__ import annotations
+
+from datetime import date
 
 import apsw
 
@@ -19,7 +25,7 @@ from governed_evidence.search.models import (
     ReadPassageResponse,
     SourcesResponse,
 )
-from governed_evidence.search.results import passage_view
+from governed_evidence.search.results import lifecycle_fields, passage_view
 from governed_evidence.search.rows import label
 from governed_evidence.store.meta import IndexMeta
 
@@ -37,7 +43,9 @@ MAX_LISTED_DOCUMENTS = 500
 NOT_FOUND_MESSAGE = "No passage with that citation_id is available. Use search_documents to find citation ids."
 
 
-def read_passage(conn: apsw.Connection, ceiling: Classification, citation_id: str, context: int) -> ReadPassageResponse:
+def read_passage(
+    conn: apsw.Connection, ceiling: Classification, citation_id: str, context: int, today: date
+) -> ReadPassageResponse:
     if not 0 <= context <= MAX_CONTEXT:
         raise InvalidRequestError(f"context must be between 0 and {MAX_CONTEXT}")
     row = sql.passage_by_citation(conn, ceiling, citation_id)
@@ -45,9 +53,9 @@ def read_passage(conn: apsw.Connection, ceiling: Classification, citation_id: st
         raise NotFoundError(NOT_FOUND_MESSAGE)
     around = {r.ordinal: r for r in sql.neighbours(conn, ceiling, row.document_id, row.ordinal, context)}
     return ReadPassageResponse(
-        passage=passage_view(row, 0),
-        before=[passage_view(around[o], o - row.ordinal) for o in sorted(around) if o < row.ordinal],
-        after=[passage_view(around[o], o - row.ordinal) for o in sorted(around) if o > row.ordinal],
+        passage=passage_view(row, 0, today),
+        before=[passage_view(around[o], o - row.ordinal, today) for o in sorted(around) if o < row.ordinal],
+        after=[passage_view(around[o], o - row.ordinal, today) for o in sorted(around) if o > row.ordinal],
         superseded_by=row.superseded_by,
     )
 
@@ -64,7 +72,7 @@ def level_counts(conn: apsw.Connection, ceiling: Classification) -> list[LevelCo
     ]
 
 
-def list_sources(conn: apsw.Connection, ceiling: Classification) -> SourcesResponse:
+def list_sources(conn: apsw.Connection, ceiling: Classification, today: date) -> SourcesResponse:
     docs = sql.documents(conn, ceiling, MAX_LISTED_DOCUMENTS + 1)
     return SourcesResponse(
         ceiling=ceiling.label,  # type: ignore[arg-type]
@@ -75,6 +83,7 @@ def list_sources(conn: apsw.Connection, ceiling: Classification) -> SourcesRespo
                 title=d.title,
                 format=d.format,  # type: ignore[arg-type]
                 classification=label(d.classification),  # type: ignore[arg-type]
+                **lifecycle_fields(d.status, d.owner, d.review_by, d.effective, today),
                 passages=d.passages,
                 superseded_by=d.superseded_by,
             )

@@ -1,7 +1,12 @@
-"""Turning stored passages into the response models the tools return."""
+"""Turning stored passages into the response models the tools return.
+
+Whether a document is stale is decided here, per response, against the day the caller's
+clock gives: the index stores only the review date, and serves for months.
+"""
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from governed_evidence.search.gate import GateOutcome
@@ -9,8 +14,9 @@ from governed_evidence.search.limits import ConfidenceLevel
 from governed_evidence.search.models import PassageView, SearchResponse, SearchResult, Span
 from governed_evidence.search.ranking import Candidate, Ranking
 from governed_evidence.search.rows import Passage
+from governed_evidence.store.lifecycle import is_stale
 
-__all__ = ["passage_view", "search_response", "span"]
+__all__ = ["lifecycle_fields", "passage_view", "search_response", "span"]
 
 
 def span(start: int | None, end: int | None) -> Span | None:
@@ -19,9 +25,24 @@ def span(start: int | None, end: int | None) -> Span | None:
     return Span(start=int(start), end=int(end if end is not None else start))
 
 
-def _cited(row: Passage) -> dict[str, Any]:
-    """The fields every served passage carries: what it is, where it is, what it says."""
+def lifecycle_fields(
+    status: str, owner: str | None, review_by: date | None, effective: date | None, today: date
+) -> dict[str, Any]:
+    """The lifecycle fields every result, passage and listed document carries."""
     return {
+        "status": status,
+        "owner": owner,
+        "review_by": review_by,
+        "effective": effective,
+        "stale": is_stale(review_by, today),
+    }
+
+
+def _cited(row: Passage, today: date) -> dict[str, Any]:
+    """The fields every served passage carries: what it is, where it is, what it says, and
+    whether it is still policy."""
+    return {
+        **lifecycle_fields(row.status, row.owner, row.review_by, row.effective, today),
         "citation_id": row.citation_id,
         "document": row.document,
         "title": row.title,
@@ -33,13 +54,13 @@ def _cited(row: Passage) -> dict[str, Any]:
     }
 
 
-def passage_view(row: Passage, position: int) -> PassageView:
-    return PassageView(**_cited(row), position=position)
+def passage_view(row: Passage, position: int, today: date) -> PassageView:
+    return PassageView(**_cited(row, today), position=position)
 
 
-def _result(rank: int, candidate: Candidate) -> SearchResult:
+def _result(rank: int, candidate: Candidate, today: date) -> SearchResult:
     return SearchResult(
-        **_cited(candidate.row),
+        **_cited(candidate.row, today),
         rank=rank,
         matched_by=candidate.fused.matched_by,  # type: ignore[arg-type]
         confidence=candidate.confidence,
@@ -54,10 +75,11 @@ def search_response(
     confidence_level: ConfidenceLevel,
     gate_enabled: bool,
     ceiling: str,
+    today: date,
     empty_reason: str | None = None,
 ) -> SearchResponse:
     """The response; ``empty_reason`` says why nothing is returned when a stage after the gate withheld it."""
-    results = [_result(i, c) for i, c in enumerate(outcome.kept, 1)]
+    results = [_result(i, c, today) for i, c in enumerate(outcome.kept, 1)]
     reason = None
     if not results:
         if empty_reason is not None:

@@ -7,22 +7,39 @@ Every query that returns passages selects :data:`PASSAGE_COLUMNS` and turns each
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from governed_evidence.config import Classification
+from governed_evidence.store.lifecycle import STATUSES, Status
 
-__all__ = ["DOCUMENT_COLUMNS", "PASSAGE_COLUMNS", "PASSAGE_FROM", "DocumentEntry", "Passage", "label"]
+__all__ = [
+    "DOCUMENT_COLUMNS",
+    "PASSAGE_COLUMNS",
+    "PASSAGE_FROM",
+    "DocumentEntry",
+    "Passage",
+    "label",
+    "served_date",
+    "served_status",
+]
 
 #: The columns :meth:`Passage.from_row` reads, in its field order (``search_text`` falls back
-#: to ``text``: it is stored only where the two differ).
+#: to ``text``: it is stored only where the two differ). The document's lifecycle comes last;
+#: a superseded document is served as ``deprecated`` whatever status it declares (it is no
+#: longer policy, and is kept out of search as one).
 PASSAGE_COLUMNS = (
     "p.id, p.citation_id, d.path, p.title, p.heading, p.line_start, p.line_end, "
     "p.page_start, p.page_end, p.classification, p.text, p.ordinal, p.document_id, d.superseded_by, "
-    "coalesce(p.search_text, p.text)"
+    "coalesce(p.search_text, p.text), "
+    "CASE WHEN d.status = 'superseded' THEN 'deprecated' ELSE d.lifecycle END, d.owner, d.review_by, d.effective"
 )
 PASSAGE_FROM = "FROM passages p JOIN documents d ON d.id = p.document_id"
 
-DOCUMENT_COLUMNS = "path, title, format, classification, passage_count, superseded_by"
+DOCUMENT_COLUMNS = (
+    "path, title, format, classification, passage_count, superseded_by, "
+    "CASE WHEN status = 'superseded' THEN 'deprecated' ELSE lifecycle END, owner, review_by, effective"
+)
 
 
 def label(level: int) -> str:
@@ -31,6 +48,21 @@ def label(level: int) -> str:
         return Classification(level).label
     except ValueError:
         return Classification.RESTRICTED.label
+
+
+def served_status(value: object) -> Status:
+    """A stored status; anything unknown reads as ``deprecated`` (never as current policy)."""
+    return next((status for status in STATUSES if status == value), "deprecated")
+
+
+def served_date(value: object) -> date | None:
+    """A stored ISO date; anything unreadable reads as no date (the index CHECKs nothing here)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +83,11 @@ class Passage:
     superseded_by: str | None
     #: What the full-text index holds for the body (links and tags removed).
     search_text: str
+    #: The document's lifecycle (see :data:`PASSAGE_COLUMNS`); the defaults are a document nothing describes.
+    status: Status = "current"
+    owner: str | None = None
+    review_by: date | None = None
+    effective: date | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...] | Any) -> Passage:
@@ -70,6 +107,10 @@ class Passage:
             document_id=int(row[12]),
             superseded_by=row[13],
             search_text=str(row[14]),
+            status=served_status(row[15]),
+            owner=row[16],
+            review_by=served_date(row[17]),
+            effective=served_date(row[18]),
         )
 
     @property
@@ -85,7 +126,22 @@ class DocumentEntry:
     classification: int
     passages: int
     superseded_by: str | None
+    status: Status = "current"
+    owner: str | None = None
+    review_by: date | None = None
+    effective: date | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...] | Any) -> DocumentEntry:
-        return cls(str(row[0]), str(row[1]), str(row[2]), int(row[3]), int(row[4]), row[5])
+        return cls(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            int(row[3]),
+            int(row[4]),
+            row[5],
+            served_status(row[6]),
+            row[7],
+            served_date(row[8]),
+            served_date(row[9]),
+        )

@@ -44,6 +44,7 @@ from governed_evidence.search.rerank import Reranker, rerank_outcome
 from governed_evidence.search.results import search_response
 from governed_evidence.search.vectors import HeldVectors, MemoryBudget
 from governed_evidence.store.connection import IndexReader
+from governed_evidence.store.lifecycle import Clock, utc_today
 
 __all__ = ["Candidate", "Ranking", "SearchService"]
 
@@ -63,8 +64,11 @@ class SearchService:
         thresholds: GateThresholds | None = None,
         vector_memory_bytes: int | MemoryBudget = 0,
         reranker: Reranker | None = None,
+        clock: Clock = utc_today,
     ) -> None:
         self.db = db
+        #: Today, as staleness is judged (``review_by`` passed): a test can set the day.
+        self.clock = clock
         self.ceiling = ceiling
         self.reader = IndexReader(db)
         self.gate_enabled = gate_enabled
@@ -197,6 +201,7 @@ class SearchService:
             confidence_level=confidence_level,
             gate_enabled=self.gate_enabled,
             ceiling=self.ceiling.label,
+            today=self.clock(),
             empty_reason=empty_reason,
         )
         log.info(
@@ -214,11 +219,11 @@ class SearchService:
 
     def read_passage(self, citation_id: str, context: int = 0) -> ReadPassageResponse:
         conn, _ = self.reader.connection()
-        return reading.read_passage(conn, self.ceiling, citation_id, context)
+        return reading.read_passage(conn, self.ceiling, citation_id, context, self.clock())
 
     def list_sources(self) -> SourcesResponse:
         conn, _ = self.reader.connection()
-        return reading.list_sources(conn, self.ceiling)
+        return reading.list_sources(conn, self.ceiling, self.clock())
 
     def status(self) -> IndexStatus:
         try:

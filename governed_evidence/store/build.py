@@ -10,7 +10,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -19,6 +19,7 @@ import apsw
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
 from governed_evidence.store.connection import connect
+from governed_evidence.store.lifecycle import Lifecycle
 from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.schema import fts_table, schema_sql, terms_table, vocab_table
 
@@ -41,6 +42,8 @@ class DocumentRow:
     source_mtime: float
     passage_count: int
     refused_count: int
+    #: Status, owner and dates; a document other than ``current`` is kept out of search.
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
 
 
 @dataclass
@@ -98,6 +101,8 @@ class IndexBuilder:
         self.conn.execute("BEGIN")
         self.conn.execute(schema_sql(dimension, ceiling))
         self._committed = False
+        #: Documents whose passages are stored but not searched (superseded, draft, deprecated).
+        self._unsearched: set[int] = set()
 
     def __enter__(self) -> IndexBuilder:
         return self
@@ -121,7 +126,8 @@ class IndexBuilder:
     def add_document(self, row: DocumentRow) -> int:
         self.conn.execute(
             "INSERT INTO documents(path, title, format, classification, content_hash, status, "
-            "superseded_by, source_mtime, passage_count, refused_count) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "superseded_by, source_mtime, passage_count, refused_count, lifecycle, owner, review_by, effective) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 row.path,
                 row.title,
@@ -133,13 +139,24 @@ class IndexBuilder:
                 row.source_mtime,
                 row.passage_count,
                 row.refused_count,
+                row.lifecycle.status,
+                row.lifecycle.owner,
+                None if row.lifecycle.review_by is None else row.lifecycle.review_by.isoformat(),
+                None if row.lifecycle.effective is None else row.lifecycle.effective.isoformat(),
             ),
         )
-        return int(self.conn.last_insert_rowid())
+        document_id = int(self.conn.last_insert_rowid())
+        if row.superseded_by or not row.lifecycle.searchable:
+            self._unsearched.add(document_id)
+        return document_id
 
     def add_passage(self, document_id: int, row: PassageRow, embedding: bytes) -> None:
-        """Store a passage, its vector and its entry in every full-text index that may hold it."""
-        searchable = 0 if row.superseded else 1
+        """Store a passage, its vector and its entry in every full-text index that may hold it.
+
+        Whether it is searched is the document's decision as much as the passage's: a draft
+        or deprecated document's passages are readable by citation id but never ranked.
+        """
+        searchable = 0 if row.superseded or document_id in self._unsearched else 1
         self.conn.execute(
             "INSERT INTO passages(document_id, ordinal, citation_id, title, heading, line_start, "
             "line_end, page_start, page_end, classification, searchable, text, search_text, text_hash) "

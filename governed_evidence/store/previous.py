@@ -5,6 +5,7 @@ old index can simply be kept, and which corpus it was built from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 import apsw
@@ -30,9 +31,11 @@ def _open(db: Path) -> apsw.Connection | None:
 class KeptIndex:
     meta: IndexMeta
     superseded_documents: int
-    #: Documents per classification value: (documents, superseded ones among them), for the
-    #: report's per-level counts (what an ingest that parses nothing can still say).
-    by_level: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Documents per (classification value, superseded, lifecycle status), for the report's
+    #: per-level counts (what an ingest that parses nothing can still say).
+    by_state: dict[tuple[int, bool, str], int] = field(default_factory=dict)
+    #: Documents whose review date had passed on the day asked about (0 when not asked).
+    stale_documents: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,13 @@ def reusable_vectors(db: Path, model_id: str, dimension: int, keys: set[str]) ->
         conn.close()
 
 
-def kept_index(db: Path, fingerprint: str) -> KeptIndex | None:
+def kept_index(db: Path, fingerprint: str, *, today: date | None = None) -> KeptIndex | None:
     """The description of the index at ``db`` if it was built from this very fingerprint and
-    is sound, else None (then it is rebuilt, as any index that cannot be trusted is)."""
+    is sound, else None (then it is rebuilt, as any index that cannot be trusted is).
+
+    With ``today``, it also counts the documents overdue for review on that day: an index
+    kept for months grows stale without changing.
+    """
     conn = _open(db)
     if conn is None:
         return None
@@ -115,13 +122,19 @@ def kept_index(db: Path, fingerprint: str) -> KeptIndex | None:
         if documents != meta.documents or not passages == vectors == meta.passages:
             return None
         (superseded,) = conn.execute("SELECT count(*) FROM documents WHERE status = 'superseded'").fetchone() or (0,)
-        by_level = {
-            int(level): (int(count), int(old or 0))
-            for level, count, old in conn.execute(
-                "SELECT classification, count(*), sum(status = 'superseded') FROM documents GROUP BY classification"
+        by_state = {
+            (int(level), bool(old), str(lifecycle)): int(count)
+            for level, old, lifecycle, count in conn.execute(
+                "SELECT classification, status = 'superseded', lifecycle, count(*) FROM documents GROUP BY 1, 2, 3"
             )
         }
-        return KeptIndex(meta, int(superseded), by_level)
+        stale = 0
+        if today is not None:
+            # ISO dates order as text; a date is stale once it has passed (not on the day).
+            (stale,) = conn.execute(
+                "SELECT count(*) FROM documents WHERE review_by < ?", (today.isoformat(),)
+            ).fetchone() or (0,)
+        return KeptIndex(meta, int(superseded), by_state, int(stale))
     except (apsw.Error, GovernedEvidenceError):
         return None
     finally:

@@ -16,6 +16,7 @@ common word at a million passages); a primary-key lookup costs microseconds.
 from __future__ import annotations
 
 from governed_evidence.config import Classification
+from governed_evidence.store.lifecycle import STATUSES
 
 __all__ = [
     "FTS_TOKENIZER",
@@ -28,7 +29,8 @@ __all__ = [
 
 #: 2: per-level document-frequency tables. 3: ``passages.search_text``, the indexed form of a
 #: passage body where it differs from the text (NULL otherwise), so search never derives it.
-SCHEMA_VERSION = 3
+#: 4: ``documents.lifecycle``, ``owner``, ``review_by`` and ``effective`` (governance rules and front matter).
+SCHEMA_VERSION = 4
 
 #: Porter stemming over unicode61 (diacritics folded); query text is tokenised with the
 #: same tokenizer so that what a user types is searched as plain words.
@@ -47,12 +49,21 @@ def terms_table(level: Classification) -> str:
     return f"passages_terms_{level.label}"
 
 
+#: The lifecycle statuses as an SQL list, for the CHECK that refuses any other.
+_STATUSES_SQL = ", ".join(f"'{status}'" for status in STATUSES)
+
+
 def schema_sql(dimension: int, ceiling: Classification) -> str:
-    """DDL for a new index whose vectors have ``dimension`` and whose build ceiling is ``ceiling``."""
+    """DDL for a new index whose vectors have ``dimension`` and whose build ceiling is ``ceiling``.
+
+    ``documents.status`` says whether the document is superseded (``superseded_by``);
+    ``lifecycle`` is its governance status. A document's passages are searchable only when
+    it is neither superseded nor other than ``current``. Dates are ISO text (YYYY-MM-DD).
+    """
     if dimension <= 0:
         raise ValueError("embedding dimension must be positive")
     parts = [
-        """
+        f"""
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -68,7 +79,11 @@ CREATE TABLE documents (
     superseded_by  TEXT,
     source_mtime   REAL NOT NULL,
     passage_count  INTEGER NOT NULL,
-    refused_count  INTEGER NOT NULL
+    refused_count  INTEGER NOT NULL,
+    lifecycle      TEXT NOT NULL DEFAULT 'current' CHECK (lifecycle IN ({_STATUSES_SQL})),
+    owner          TEXT,
+    review_by      TEXT,
+    effective      TEXT
 );
 CREATE TABLE passages (
     id             INTEGER PRIMARY KEY,

@@ -274,7 +274,7 @@ def test_looks_like_heading(line: str, expected: bool) -> None:
 
 
 def test_unsupported_suffix_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "sheet.xlsx"
+    path = tmp_path / "handbook.odt"
     path.write_bytes(b"PK\x03\x04")
-    with pytest.raises(FileRejectedError, match=r"unsupported file type \.xlsx"):
-        load_document(path, "sheet")
+    with pytest.raises(FileRejectedError, match=r"unsupported file type \.odt"):
+        load_document(path, "handbook")

@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.document import LoadedDocument
 from governed_evidence.ingest.frontmatter import FrontMatterError
-from governed_evidence.ingest.guards import decode_text
+from governed_evidence.ingest.guards import decode_text, printable_name
 
-__all__ = ["SUPPORTED_SUFFIXES", "load_document"]
+__all__ = ["SUPPORTED_SUFFIXES", "load_document", "skip_reason"]
 
-SUPPORTED_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".pdf", ".docx"})
+SUPPORTED_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm", ".xlsx", ".pptx"})
+#: The binary formats before Office 2007, which the loaders do not read: the reason says what to do.
+_LEGACY_OFFICE = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}
+
+
+def skip_reason(name: str) -> str | None:
+    """Why a file named ``name`` is not read (the ingest report lists it), or None when a
+    loader reads it.
+
+    Office's lock files (``~$report.docx``, written beside a document while it is open) are
+    not documents, whatever their suffix. The reason names the suffix, never the file name.
+    """
+    if name.startswith("~$"):
+        return "Office lock file (~$ prefix): not a document"
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix in SUPPORTED_SUFFIXES:
+        return None
+    if not suffix:
+        return "unsupported format (no file extension)"
+    shown = printable_name(suffix)
+    if suffix in _LEGACY_OFFICE:
+        return f"unsupported format {shown} (the pre-2007 binary format: save it as {_LEGACY_OFFICE[suffix]})"
+    return f"unsupported format {shown}"
 
 
 def load_document(path: Path, fallback_title: str) -> LoadedDocument:
@@ -25,6 +47,18 @@ def load_document(path: Path, fallback_title: str) -> LoadedDocument:
         from governed_evidence.ingest.loaders.docx import load_docx
 
         return load_docx(path, fallback_title)
+    if suffix in (".html", ".htm"):
+        from governed_evidence.ingest.loaders.html import load_html
+
+        return load_html(path, fallback_title)
+    if suffix == ".xlsx":
+        from governed_evidence.ingest.loaders.xlsx import load_xlsx
+
+        return load_xlsx(path, fallback_title)
+    if suffix == ".pptx":
+        from governed_evidence.ingest.loaders.pptx import load_pptx
+
+        return load_pptx(path, fallback_title)
     if suffix in (".md", ".markdown", ".txt"):
         text = decode_text(path.read_bytes())
         try:
