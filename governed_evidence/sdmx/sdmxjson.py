@@ -39,7 +39,7 @@ from governed_evidence.sdmx.artefacts import (
     StructureMessage,
 )
 from governed_evidence.sdmx.catalogue import MAX_DATAFLOWS, CatalogueRow, catalogue_row
-from governed_evidence.sdmx.structure import MAX_CODES, parse_urn
+from governed_evidence.sdmx.structure import CodeBudget, parse_urn
 from governed_evidence.sdmx.xml import clean, plain_text
 
 __all__ = ["MAX_JSON_BYTES", "parse_json_catalogue", "parse_json_structure", "read_json_data"]
@@ -227,16 +227,6 @@ def _read_dataset(
 # -- structures -----------------------------------------------------------------------------
 
 
-class _Budget:
-    def __init__(self) -> None:
-        self.used = 0
-
-    def take(self, count: int) -> None:
-        self.used += count
-        if self.used > MAX_CODES:
-            raise ResponseTooLargeError("the structure lists more codes than this server reads")
-
-
 def _urn_ref(value: Any) -> Ref | None:
     return parse_urn(value) if isinstance(value, str) else None
 
@@ -369,7 +359,7 @@ def parse_json_structure(body: bytes) -> StructureMessage:
     """
     data = _structures_of(body)
     message = StructureMessage()
-    budget = _Budget()
+    budget = CodeBudget()
     for item in map(_dict, _list(data.get("dataflows"))):
         flow = _dataflow(item)
         budget.take(1 + len(flow.annotations))

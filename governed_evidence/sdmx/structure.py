@@ -48,7 +48,7 @@ from governed_evidence.sdmx.xml import (
     stream,
 )
 
-__all__ = ["MAX_CODES", "error_codes", "parse_structure", "parse_urn"]
+__all__ = ["MAX_CODES", "CodeBudget", "error_codes", "parse_structure", "parse_urn"]
 
 #: Items kept from one message: codes across all codelists (Eurostat's GEO alone has
 #: thousands), concepts, dataflows, structures, their components and constraint values.
@@ -284,7 +284,9 @@ def error_codes(body: bytes) -> list[str]:
     return codes
 
 
-class _Budget:
+class CodeBudget:
+    """Codes read so far from one message, across all its codelists (bounded by MAX_CODES)."""
+
     def __init__(self) -> None:
         self.used = 0
 
@@ -317,7 +319,7 @@ def parse_structure(body: bytes) -> StructureMessage:
         More than :data:`MAX_CODES` items.
     """
     message = StructureMessage()
-    budget = _Budget()
+    budget = CodeBudget()
     root_seen = False
     #: The codelist or concept scheme being read: its tag, attributes, and items so far.
     scheme: tuple[str, dict[str, str]] | None = None
@@ -359,7 +361,7 @@ def parse_structure(body: bytes) -> StructureMessage:
 
 def _add(
     message: StructureMessage,
-    budget: _Budget,
+    budget: CodeBudget,
     tag: str,
     element: Element,
     scheme: tuple[str, dict[str, str]] | None,
