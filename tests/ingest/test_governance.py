@@ -6,13 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from datetime import date
 from pathlib import Path, PurePosixPath
 
 import pytest
+from openpyxl import Workbook
 
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
@@ -21,7 +21,7 @@ from governed_evidence.ingest.pipeline import dry_run_corpus, ingest_corpus
 from governed_evidence.ingest.report import IngestReport
 from governed_evidence.store.connection import connect
 from governed_evidence.store.lifecycle import Lifecycle
-from tests.helpers import SHARED_DATA, HashEmbedder, write
+from tests.helpers import HashEmbedder, write
 
 PUBLIC, INTERNAL, RESTRICTED = Classification.PUBLIC, Classification.INTERNAL, Classification.RESTRICTED
 REPO = Path(__file__).resolve().parents[2]
@@ -139,10 +139,16 @@ def test_a_rule_sets_the_level_of_formats_without_front_matter(tmp_path: Path) -
     corpus = tmp_path / "corpus"
     rules(corpus, '[[rule]]\npath = "contracts/"\nclassification = "internal"\nstatus = "deprecated"\n')
     (corpus / "contracts").mkdir(parents=True)
-    shutil.copy(SHARED_DATA / "ingest-samples" / "docx" / "GSA_TTS_TEMPLATE_Team_charter.docx", corpus / "contracts")
+    # A workbook: a format with no front matter, so only the rule can set its level.
+    workbook = Workbook()
+    sheet = workbook.active
+    assert sheet is not None
+    sheet.append(["Supplier", "Annual cap (EUR)"])
+    sheet.append(["Cleaning services", 48000])
+    workbook.save(corpus / "contracts" / "caps.xlsx")
     build(corpus, tmp_path / "i.sqlite", default_classification=PUBLIC)
     stored = documents(tmp_path / "i.sqlite")
-    assert stored["contracts/GSA_TTS_TEMPLATE_Team_charter.docx"][:3] == (int(INTERNAL), "active", "deprecated")
+    assert stored["contracts/caps.xlsx"][:3] == (int(INTERNAL), "active", "deprecated")
 
 
 def test_a_hard_link_in_a_folder_a_rule_restricts_restricts_the_file(tmp_path: Path) -> None:
