@@ -114,7 +114,8 @@ def explain_empty(
         with_data = constraint.key_values.get(dims[i])
         if with_data is None or not codes:
             continue
-        absent = [c for c in codes if c not in set(with_data)]
+        present = set(with_data)
+        absent = [c for c in codes if c not in present]
         if absent:
             missing.append((i, absent))
     hints: list[str] = []

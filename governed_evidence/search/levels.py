@@ -29,12 +29,9 @@ class LevelServices:
         self,
         make: Callable[[Classification], SearchService],
         ceiling: Classification,
-        *,
-        warm: bool = False,
     ) -> None:
         self._make = make
         self.ceiling = ceiling
-        self._warm = warm
         self._services: dict[Classification, SearchService] = {}
         self._lock = threading.Lock()
         self._warming: list[threading.Thread] = []
@@ -55,12 +52,9 @@ class LevelServices:
         with self._lock:
             service = self._services.get(level)
             if service is None:
+                # Its vectors are copied on first need (HeldVectors), or at start by warm_all.
                 service = self._make(level)
                 self._services[level] = service
-                if self._warm:
-                    # The first caller at a level is answered by the vec0 KNN while the
-                    # level's vectors are copied (the same ranking, only slower).
-                    self.warm_in_background(service)
         return service
 
     def warm_in_background(self, service: SearchService) -> None:

@@ -27,7 +27,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
-from tests.helpers import small_corpus
+from tests.helpers import run_cli, small_corpus
 
 pytestmark = pytest.mark.model
 
@@ -58,15 +58,8 @@ def _env() -> dict[str, str]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "governed_evidence", *args],
-        cwd=REPO,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    operator = tuple(k for k in os.environ if k.startswith("GOVERNED_EVIDENCE_") and k != "GOVERNED_EVIDENCE_LOG_LEVEL")
+    return run_cli(*args, env={"ORT_DISABLE_TELEMETRY": "1"}, drop=operator)
 
 
 def _free_ports(count: int) -> list[int]:
