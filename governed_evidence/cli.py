@@ -126,6 +126,13 @@ def _cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             f"{secs['total']:.1f} s ({rate:.1f} passages/s; parse+chunk {secs['parse_and_chunk']:.1f} s, "
             f"embed {secs['embed']:.1f} s, write {secs['write']:.1f} s)"
         )
+        if report.build == "incremental":
+            print(
+                f"  incremental: {report.files_reparsed} changed file(s) parsed again, {report.files_added} added, "
+                f"{report.files_removed} removed, {report.files_copied} unchanged copied from the previous index"
+            )
+        elif report.full_build_reason:
+            print(f"  full build: {report.full_build_reason}")
     _print_stale(report)
     if report.superseded_documents:
         print(f"  superseded documents (kept out of search): {report.superseded_documents}")
@@ -448,7 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help=(
-            "rebuild even when the corpus, settings and model are unchanged since the index was built, "
+            "parse every file again (without it, a file unchanged since the last build is copied from "
+            "the index, and an unchanged corpus keeps the index as it is), "
             "and replace an index built from another corpus folder (refused without it)"
         ),
     )

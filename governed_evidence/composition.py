@@ -121,14 +121,15 @@ def ingest(
     force: bool,
     progress: ProgressFn | None = None,
 ) -> IngestReport:
-    from governed_evidence.embeddings.factory import make_embedder
+    from governed_evidence.embeddings.factory import make_ingest_embedder
     from governed_evidence.ingest.pipeline import ingest_corpus
     from governed_evidence.sdmx.schema import carry_over
 
     return ingest_corpus(
         corpus,
         db,
-        make_embedder(settings, embedder_name),
+        # Made on the first passage to embed: an ingest that embeds nothing loads no model.
+        make_ingest_embedder(settings, embedder_name),
         ceiling=ceiling,
         default_classification=default_classification,
         max_file_bytes=settings.max_file_bytes,

@@ -64,6 +64,7 @@ IN_WRITE_PHASE = textwrap.dedent(
 
     marker = Path(sys.argv[1])
     factory.make_embedder = lambda settings, name=None: HashEmbedder()
+    factory.make_ingest_embedder = factory.make_embedder
     real_add = build.IndexBuilder.add_passage
     added = []
 

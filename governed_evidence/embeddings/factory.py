@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from governed_evidence.config import Settings
-from governed_evidence.embeddings.base import Embedder
+from governed_evidence.embeddings.base import Embedder, ModelIdentity, Vectors
+from governed_evidence.errors import EmbedderError
 
-__all__ = ["BackgroundEmbedder", "make_embedder"]
+__all__ = ["BackgroundEmbedder", "LazyEmbedder", "make_embedder", "make_ingest_embedder"]
 
 
 def make_embedder(settings: Settings, name: str | None = None) -> Embedder:
@@ -26,6 +30,52 @@ def make_embedder(settings: Settings, name: str | None = None) -> Embedder:
     from governed_evidence.embeddings.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder()
+
+
+class LazyEmbedder:
+    """An embedder made when the first texts are to be embedded, not before.
+
+    An ingest that embeds nothing (an unchanged corpus, or an incremental build whose
+    changed passages all have stored vectors) then never loads the model. ``identity`` is
+    the identity the made embedder must have, when it is known without making it (the
+    default model's is fixed by its pinned weights); otherwise asking for it makes the embedder.
+    """
+
+    def __init__(self, make: Callable[[], Embedder], identity: ModelIdentity | None = None) -> None:
+        self._make = make
+        self._identity = identity
+        self._embedder: Embedder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._embedder is not None
+
+    def _get(self) -> Embedder:
+        if self._embedder is None:
+            embedder = self._make()
+            if self._identity is not None and embedder.identity != self._identity:
+                raise EmbedderError("the embedding model loaded is not the one the index records")
+            self._embedder = embedder
+        return self._embedder
+
+    @property
+    def identity(self) -> ModelIdentity:
+        return self._identity if self._identity is not None else self._get().identity
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts and self._identity is not None:
+            return np.zeros((0, self._identity.dimension), dtype=np.float32)
+        return self._get().embed(texts)
+
+
+def make_ingest_embedder(settings: Settings, name: str | None = None) -> LazyEmbedder:
+    """The embedder an ingest uses: the configured one, made only when something is embedded."""
+    if (name or settings.embedder) == "openai":
+        # The endpoint's dimension is learnt from its first answer: asking for the identity makes it.
+        return LazyEmbedder(lambda: make_embedder(settings, name))
+    from governed_evidence.embeddings.minilm import DIMENSION, MODEL_ID, MODEL_SHA256
+
+    return LazyEmbedder(lambda: make_embedder(settings, name), ModelIdentity(MODEL_ID, DIMENSION, MODEL_SHA256))
 
 
 class BackgroundEmbedder:

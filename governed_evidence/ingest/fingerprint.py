@@ -12,6 +12,7 @@ import json
 import os
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from governed_evidence.config import Classification
@@ -24,7 +25,7 @@ from governed_evidence.ingest.passages import MAX_PASSAGE_CHARS
 from governed_evidence.ingest.sources import Names, Source, hard_link_groups, sources
 from governed_evidence.store.schema import SCHEMA_VERSION
 
-__all__ = ["INGEST_LOGIC_VERSION", "corpus_fingerprint", "fingerprint"]
+__all__ = ["INGEST_LOGIC_VERSION", "CorpusDigest", "corpus_fingerprint", "fingerprint"]
 
 #: Version of what turns files into an index: loaders, guards, classification, chunking,
 #: citation ids and what a passage stores. It is part of the corpus fingerprint, so bump it
@@ -73,11 +74,27 @@ def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: in
                 break
             digest.update(block)
             remaining -= len(block)
-        return ["file", info.st_size, digest.hexdigest()]
+        return ["file", info.st_size, digest.hexdigest(), info.st_mtime]
     except OSError as exc:
         return ["unreadable", type(exc).__name__]
     finally:
         os.close(fd)
+
+
+@dataclass(frozen=True)
+class CorpusDigest:
+    """What the fingerprint found: the one stored digest, and what an incremental build
+    needs from the same walk (held in memory only, never stored)."""
+
+    #: The corpus fingerprint (see :func:`corpus_fingerprint`).
+    corpus: str
+    #: Digest of the settings besides the files and the corpus folder's location: an
+    #: incremental build copies a document from the previous index only when this equals the
+    #: one that index was built with.
+    settings: str
+    #: SHA-256 and modification time of each supported file read whole, by corpus-relative
+    #: path (files refused by location, unreadable or over the size limit have none).
+    files: Mapping[PurePosixPath, tuple[str, float]]
 
 
 def fingerprint(
@@ -90,8 +107,8 @@ def fingerprint(
     default_classification: Classification,
     max_file_bytes: int,
     governance: str | None = None,
-) -> str:
-    """The digest (see :func:`corpus_fingerprint`); ``governance`` is the digest of the
+) -> CorpusDigest:
+    """The digests (see :func:`corpus_fingerprint`); ``governance`` is the digest of the
     governance file's bytes, None when the corpus has none."""
     # Everything besides the files that shapes the index: the ingest logic, the schema, the
     # build settings, the governance rules and the embedding model (its vectors are stored).
@@ -109,7 +126,8 @@ def fingerprint(
         # The rules decide levels and what is searched: editing one must rebuild.
         "governance": governance,
     }
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    settings_json = json.dumps(settings, sort_keys=True).encode()
+    digest = hashlib.sha256(settings_json)
     # Unsupported files never reach the index; they are listed by path (an added or removed
     # one still rebuilds, conservatively) but never opened.
     entries = sorted(
@@ -127,10 +145,20 @@ def fingerprint(
         )
         for s in sources
     )
+    files: dict[PurePosixPath, tuple[str, float]] = {}
     for rel, state in entries:
+        if state[0] == "file":
+            # Content based, not time based: touching a file (same bytes) keeps the fingerprint.
+            size, sha, mtime = state[1], str(state[2]), state[3]
+            del state[3]
+            if isinstance(size, int) and size <= max_file_bytes and isinstance(mtime, float):
+                files[PurePosixPath(rel)] = (sha, mtime)
         # One JSON line per file: unambiguous whatever characters a file name holds.
         digest.update(json.dumps([rel, *state]).encode() + b"\n")
-    return digest.hexdigest()
+    # What a document's rows depend on besides its path and bytes: the settings without the
+    # corpus folder's location (rows hold paths relative to it, so a moved folder copies).
+    rows_settings = json.dumps({k: v for k, v in settings.items() if k != "corpus"}, sort_keys=True).encode()
+    return CorpusDigest(digest.hexdigest(), hashlib.sha256(rows_settings).hexdigest(), files)
 
 
 def corpus_fingerprint(
@@ -163,4 +191,4 @@ def corpus_fingerprint(
         default_classification=default_classification,
         max_file_bytes=max_file_bytes,
         governance=load_governance(root).digest,
-    )
+    ).corpus

@@ -8,6 +8,14 @@ A corpus that has not changed since the index was built is not rebuilt: a finger
 the corpus and of the settings that shape the index is stored in the index, and a new
 ingest compares it before parsing anything (see :func:`corpus_fingerprint`).
 
+A corpus that has changed is built incrementally: a file whose bytes and level are what
+they were when the index being replaced was built, under the same settings, is not parsed
+again; its document, passages, vectors and full-text entries are copied from that index
+into the new file (:meth:`IndexBuilder.copy_documents`), in the order and under the ids a
+full build would give them. Only changed and new files are parsed and embedded. The new
+file is still built beside the old one and renamed over it, so the old index serves until
+then, as with a full build.
+
 The steps live in modules named for them: :mod:`sources` (what is considered, and which
 names are one file), :mod:`governance` (the corpus's rules), :mod:`fingerprint`,
 :mod:`passages` (one document's passages), :mod:`embed` (vectors, reused where unchanged)
@@ -29,17 +37,24 @@ from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import FileRejectedError, IngestError
 from governed_evidence.ingest.classify import Classified, classify_path
 from governed_evidence.ingest.embed import embed_with_reuse
-from governed_evidence.ingest.fingerprint import INGEST_LOGIC_VERSION, corpus_fingerprint, fingerprint
+from governed_evidence.ingest.fingerprint import INGEST_LOGIC_VERSION, CorpusDigest, corpus_fingerprint, fingerprint
 from governed_evidence.ingest.governance import GOVERNANCE_FILE, Governance, load_governance
 from governed_evidence.ingest.guards import check_name, check_source_location, check_source_size, printable_name
 from governed_evidence.ingest.passages import MAX_PASSAGE_CHARS, Prepared, prepare_document
 from governed_evidence.ingest.report import IngestReport, ProgressFn, indexed_outcome, terminal_progress
 from governed_evidence.ingest.sources import Names, Source, classify_names, hard_link_groups, sources
 from governed_evidence.logging import get_logger
-from governed_evidence.store.build import CarryOver, IndexBuilder
-from governed_evidence.store.lifecycle import STATUSES, Clock, is_stale, utc_today
+from governed_evidence.store.build import CarryOver, CopiedDocument, IndexBuilder
+from governed_evidence.store.lifecycle import STATUSES, Clock, Status, is_stale, utc_today
 from governed_evidence.store.meta import IndexMeta
-from governed_evidence.store.previous import KeptIndex, built_from, kept_index
+from governed_evidence.store.previous import (
+    KeptIndex,
+    PreviousDocument,
+    PreviousIndex,
+    built_from,
+    kept_index,
+    previous_index,
+)
 
 __all__ = [
     "INGEST_LOGIC_VERSION",
@@ -53,12 +68,16 @@ __all__ = [
 log = get_logger("ingest")
 
 
+def _status(stored: str) -> Status:
+    """A stored lifecycle status; the store's CHECK allows only these, anything else counts as deprecated."""
+    return next((s for s in STATUSES if s == stored), "deprecated")
+
+
 def _unchanged_report(considered: list[Source], kept: KeptIndex) -> IngestReport:
     supported = sum(1 for s in considered if s.supported)
     by_classification: dict[str, dict[str, int]] = {}
     for (level, superseded, status), n in sorted(kept.by_state.items()):
-        # A status the store's CHECK allows is one of these; anything else counts as deprecated.
-        outcome = indexed_outcome(superseded, next((s for s in STATUSES if s == status), "deprecated"))
+        outcome = indexed_outcome(superseded, _status(status))
         per_level = by_classification.setdefault(Classification(level).label, {})
         per_level[outcome] = per_level.get(outcome, 0) + n
     return IngestReport(
@@ -108,15 +127,53 @@ def _note_skipped(
     report.skipped.append((printable_name(str(source.rel)), source.skip_reason or "unsupported format"))
 
 
+@dataclass(frozen=True)
+class _Copied:
+    """A document taken unchanged from the previous index (see :meth:`IndexBuilder.copy_documents`)."""
+
+    document: CopiedDocument
+    previous: PreviousDocument
+
+
 @dataclass
 class _Read:
-    """What reading a corpus found: the documents to index, and whether the outcome is a
-    function of what the fingerprint covers (a read that failed here but not while
-    fingerprinting may be transient: then no fingerprint is stored, so the next ingest
-    rebuilds instead of keeping the rejection)."""
+    """What reading a corpus found: the documents to index in build order, parsed or copied,
+    and whether the outcome is a function of what the fingerprint covers (a read that
+    failed here but not while fingerprinting may be transient: then no fingerprint is
+    stored, so the next ingest rebuilds instead of keeping the rejection)."""
 
-    prepared: list[Prepared]
+    items: list[Prepared | _Copied]
     deterministic: bool
+
+    @property
+    def prepared(self) -> list[Prepared]:
+        return [item for item in self.items if isinstance(item, Prepared)]
+
+
+def _copyable(
+    rel: PurePosixPath,
+    names: Names | None,
+    previous: PreviousIndex | None,
+    hashes: CorpusDigest | None,
+) -> tuple[PreviousDocument, float] | None:
+    """The previous index's document for ``rel`` and the file's modification time, when the
+    document may be copied instead of parsed; None when the file must be read.
+
+    Only when the previous index was built with the same settings (``previous`` is None
+    otherwise: ingest logic, schema, ceiling, default level, size limit, model, governance
+    rules, corpus folder) and the file's bytes hash as they did then. A file with other
+    names (hard links) is always read: which name is indexed, and its level, depend on them.
+    Everything else a document's level and rows depend on is its path and its bytes, so the
+    copy is what classifying and parsing it again would give. A hash exists only for a file
+    the fingerprint's guards let it open (name, location, regular file, size limit).
+    """
+    if previous is None or hashes is None or names is not None:
+        return None
+    old = previous.documents.get(str(rel))
+    state = hashes.files.get(rel)
+    if old is None or state is None or state[0] != old.content_hash:
+        return None
+    return old, state[1]
 
 
 def _read_corpus(
@@ -133,15 +190,19 @@ def _read_corpus(
     model_id: str,
     progress: ProgressFn | None,
     today: date,
+    previous: PreviousIndex | None = None,
+    hashes: CorpusDigest | None = None,
 ) -> _Read:
     """Classify, guard and parse every considered file, counting each in ``report``.
 
     The one loop both a build and a dry run go through, so a dry run shows exactly what a
-    build would index, refuse and skip.
+    build would index, refuse and skip. With ``previous`` (an incremental build), a file
+    :func:`_copyable` finds unchanged is classified and guarded as any other, then copied
+    instead of parsed.
     """
     parse_started = time.perf_counter()
     deterministic = True
-    prepared: list[Prepared] = []
+    items: list[Prepared | _Copied] = []
     for index, source in enumerate(considered):
         if progress is not None:
             progress("reading", index, len(considered))
@@ -155,6 +216,17 @@ def _read_corpus(
                 )
             continue
         report.files_seen += 1
+        names = groups.get(rel)
+        copyable = _copyable(rel, names, previous, hashes)
+        if copyable is not None:
+            old, mtime = copyable
+            # What parsing it reported then is reported again, in the same place.
+            report.warnings.extend((str(rel), warning) for warning in old.warnings)
+            report.passages_refused += old.passages_refused
+            items.append(_Copied(CopiedDocument(old.id, str(rel), old.content_hash, old.classification, mtime), old))
+            outcome = indexed_outcome(old.superseded_by is not None, _status(old.lifecycle))
+            report.count(old.classification, old.decided_by, outcome)
+            continue
         # The level as far as it is known, for the per-level counts of the report.
         seen: Classified | None = None
         try:
@@ -170,7 +242,6 @@ def _read_corpus(
                     report.count(seen.level, seen.decided_by, "above_ceiling")
                     continue
                 raise
-            names = groups.get(rel)
             decided, canonical = classify_names(corpus, rel, names, default_classification, governance)
             seen = decided
             if decided.level > ceiling:
@@ -183,7 +254,12 @@ def _read_corpus(
                     "at the most restrictive level of its names"
                 )
             check_source_size(path, max_file_bytes)
+            warnings_before, refused_before = len(report.warnings), report.passages_refused
             item = prepare_document(path, rel, decided, model_id, report, governance)
+            # Kept with the document, for a later build that copies it instead of parsing it.
+            item.row.decided_by = decided.decided_by
+            item.row.warnings = tuple(warning for _, warning in report.warnings[warnings_before:])
+            item.row.passages_refused = report.passages_refused - refused_before
             if names is not None and names.outside > 0:
                 report.warnings.append(
                     (str(rel), f"has {names.outside} more hard link(s) outside the corpus, which do not set its level")
@@ -207,24 +283,41 @@ def _read_corpus(
                 report.count(seen.level, seen.decided_by, "rejected")
             deterministic = False
             continue
-        prepared.append(item)
+        items.append(item)
         outcome = indexed_outcome(item.row.superseded_by is not None, item.row.lifecycle.status)
         report.count(item.row.classification, decided.decided_by, outcome)
     if progress is not None and considered:
         progress("reading", len(considered), len(considered))
     report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started
 
-    known_paths = {p.row.path for p in prepared}
-    for item in prepared:
-        target = item.row.superseded_by
-        if target and target not in known_paths:
-            report.warnings.append((item.row.path, "superseded_by names a document that is not in the index"))
+    replaced = {_path(item): _superseded_by(item) for item in items}
+    for path_name, target in replaced.items():
+        if target and target not in replaced:
+            report.warnings.append((path_name, "superseded_by names a document that is not in the index"))
     # A rule for a path no file has is most likely a typo: the documents it meant took
     # another level or status. Rule paths are the operator's own words, never a document's.
     for rule in governance.unmatched(s.rel for s in considered):
         report.warnings.append((GOVERNANCE_FILE, f"{rule.describe()} matches no file in the corpus"))
-    report.stale_documents = sum(1 for p in prepared if is_stale(p.row.lifecycle.review_by, today))
-    return _Read(prepared, deterministic)
+    report.stale_documents = sum(1 for item in items if is_stale(_review_by(item), today))
+    return _Read(items, deterministic)
+
+
+def _path(item: Prepared | _Copied) -> str:
+    return item.row.path if isinstance(item, Prepared) else item.document.path
+
+
+def _superseded_by(item: Prepared | _Copied) -> str | None:
+    return item.row.superseded_by if isinstance(item, Prepared) else item.previous.superseded_by
+
+
+def _review_by(item: Prepared | _Copied) -> date | None:
+    if isinstance(item, Prepared):
+        return item.row.lifecycle.review_by
+    stored = item.previous.review_by
+    try:
+        return None if stored is None else date.fromisoformat(stored)
+    except ValueError:
+        return None
 
 
 def dry_run_corpus(
@@ -276,6 +369,26 @@ def dry_run_corpus(
         seconds=round(report.seconds["total"], 3),
     )
     return report
+
+
+def _full_build_reason(db: Path, *, force: bool) -> str:
+    """Why no document could be copied from the index at ``db`` (said in the report)."""
+    if force:
+        return "--force"
+    if not db.is_file():
+        return "no previous index"
+    return "the previous index was built with other settings (ingest version, model, ceiling, governance rules...)"
+
+
+def _count_changes(report: IngestReport, items: list[Prepared | _Copied], previous: PreviousIndex | None) -> None:
+    """Documents copied, parsed again (their path was in the previous index), added and
+    removed, against the index being replaced; a full build counts against none."""
+    known = previous.documents if previous is not None else {}
+    indexed = {_path(item) for item in items}
+    report.files_copied = sum(1 for item in items if isinstance(item, _Copied))
+    report.files_reparsed = sum(1 for item in items if isinstance(item, Prepared) and item.row.path in known)
+    report.files_added = sum(1 for item in items if isinstance(item, Prepared) and item.row.path not in known)
+    report.files_removed = sum(1 for path in known if path not in indexed)
 
 
 def ingest_corpus(
@@ -333,9 +446,10 @@ def ingest_corpus(
     )
     report.seconds["fingerprint"] = time.perf_counter() - started
     today = clock()
+    previous: PreviousIndex | None = None
     if not force:
         t0 = time.perf_counter()
-        kept = kept_index(db, digest, today=today)
+        kept = kept_index(db, digest.corpus, today=today)
         if kept is not None:
             seconds = report.seconds
             report = _unchanged_report(considered, kept)
@@ -353,6 +467,11 @@ def ingest_corpus(
                 seconds=round(report.seconds["total"], 3),
             )
             return report
+        previous = previous_index(db, digest.settings)
+        report.seconds["check"] = time.perf_counter() - t0
+    report.build = "full" if previous is None else "incremental"
+    if previous is None:
+        report.full_build_reason = _full_build_reason(db, force=force)
     read = _read_corpus(
         corpus,
         root,
@@ -366,6 +485,8 @@ def ingest_corpus(
         model_id=identity.model_id,
         progress=progress,
         today=today,
+        previous=previous,
+        hashes=digest,
     )
     prepared, deterministic = read.prepared, read.deterministic
 
@@ -380,14 +501,29 @@ def ingest_corpus(
     report.seconds["embed"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    with IndexBuilder(db, dimension=identity.dimension, ceiling=ceiling, carry_over=carry_over) as builder:
-        for item in prepared:
+    copy_from = db if previous is not None else None
+    with IndexBuilder(
+        db, dimension=identity.dimension, ceiling=ceiling, carry_over=carry_over, copy_from=copy_from
+    ) as builder:
+        copied_passages = 0
+        run: list[CopiedDocument] = []
+        for item in read.items:
+            if isinstance(item, _Copied):
+                run.append(item.document)
+                continue
+            # Consecutive unchanged documents are copied in one go, in build order.
+            copied_passages += builder.copy_documents(run)
+            run = []
             doc_id = builder.add_document(item.row)
             for row in item.passages:
                 builder.add_passage(doc_id, row, embedded.vectors[row.text_hash])
-        report.documents_indexed = len(prepared)
-        report.superseded_documents = sum(1 for p in prepared if p.row.superseded_by)
-        report.passages = len(all_rows)
+        copied_passages += builder.copy_documents(run)
+        report.documents_indexed = len(read.items)
+        report.superseded_documents = sum(1 for item in read.items if _superseded_by(item))
+        report.passages = len(all_rows) + copied_passages
+        # A copied passage's vector is a stored one too: reused + computed = passages.
+        report.embeddings_reused += copied_passages
+        _count_changes(report, read.items, previous)
         report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
         builder.commit(
             IndexMeta(
@@ -402,7 +538,8 @@ def ingest_corpus(
                 documents=report.documents_indexed,
                 passages=report.passages,
                 excluded_above_ceiling=report.excluded_above_ceiling,
-                corpus_fingerprint=digest if deterministic else None,
+                corpus_fingerprint=digest.corpus if deterministic else None,
+                settings_digest=digest.settings,
             )
         )
     report.seconds["write"] = time.perf_counter() - t0

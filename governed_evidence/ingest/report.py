@@ -86,6 +86,20 @@ class IngestReport:
     dry_run: bool = False
     #: Indexed documents whose ``review_by`` date had passed when the report was made.
     stale_documents: int = 0
+    #: How the index was written: "full" (every file parsed) or "incremental" (unchanged
+    #: documents copied from the index being replaced); None when nothing was written (the
+    #: index was kept, or a dry run).
+    build: Literal["full", "incremental"] | None = None
+    #: Why a build was full ("--force", "no previous index", other settings); None otherwise.
+    full_build_reason: str | None = None
+    #: Documents against the index being replaced (an incremental build): copied unchanged,
+    #: parsed again (their file changed), parsed for the first time, and no longer indexed
+    #: (deleted, moved, refused, or now above the ceiling). Warnings come from files parsed
+    #: by this build; a copied file's were given by the build that parsed it.
+    files_copied: int = 0
+    files_reparsed: int = 0
+    files_added: int = 0
+    files_removed: int = 0
 
     def count(self, level: Classification, decided_by: str, outcome: Outcome) -> None:
         """Count one classified document."""
@@ -112,6 +126,12 @@ class IngestReport:
             "documents_indexed": self.documents_indexed,
             "superseded_documents": self.superseded_documents,
             "stale_documents": self.stale_documents,
+            "build": self.build,
+            "full_build_reason": self.full_build_reason,
+            "files_reparsed": self.files_reparsed,
+            "files_copied": self.files_copied,
+            "files_added": self.files_added,
+            "files_removed": self.files_removed,
             "passages": self.passages,
             "passages_refused": self.passages_refused,
             "embeddings_reused": self.embeddings_reused,

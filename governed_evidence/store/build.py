@@ -7,9 +7,10 @@ is the only moment the served file changes, and it is atomic on POSIX filesystem
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -23,7 +24,7 @@ from governed_evidence.store.lifecycle import Lifecycle
 from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.schema import fts_table, schema_sql, terms_table, vocab_table
 
-__all__ = ["CarryOver", "DocumentRow", "IndexBuilder", "PassageRow"]
+__all__ = ["CarryOver", "CopiedDocument", "DocumentRow", "IndexBuilder", "PassageRow"]
 
 #: Copies state another part keeps in the index file from the file being replaced (attached
 #: under the given schema name) into the new one. Handed in by whoever composes the build,
@@ -44,6 +45,12 @@ class DocumentRow:
     refused_count: int
     #: Status, owner and dates; a document other than ``current`` is kept out of search.
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: The rule that decided its level (front matter, rule, folder, default).
+    decided_by: str = ""
+    #: What parsing it reported (warnings, and passages refused as credential-shaped), kept
+    #: so a build that copies the document instead of parsing it reports the same.
+    warnings: tuple[str, ...] = ()
+    passages_refused: int = 0
 
 
 @dataclass
@@ -66,6 +73,37 @@ class PassageRow:
     text_hash: str
 
 
+@dataclass(frozen=True)
+class CopiedDocument:
+    """A document of the index being replaced that the new build keeps as it was: its file's
+    bytes and level are unchanged, so its rows, passages and vectors are copied, not rebuilt.
+
+    ``path``, ``content_hash`` and ``classification`` are what the build decided from the
+    file now; the copy takes the previous row only where all three agree with it.
+    """
+
+    previous_id: int
+    path: str
+    content_hash: str
+    classification: Classification
+    #: The file's modification time now (a touched file keeps its bytes and its rows).
+    source_mtime: float
+
+
+#: The previous index, attached to the shadow file's connection for copying.
+_SOURCE = "source"
+
+#: Columns copied as they are; ``id`` and ``source_mtime`` are the new build's own.
+_DOCUMENT_COPY = (
+    "path, title, format, classification, content_hash, status, superseded_by, "
+    "passage_count, refused_count, lifecycle, owner, review_by, effective, decided_by, warnings, passages_refused"
+)
+_PASSAGE_COPY = (
+    "ordinal, citation_id, title, heading, line_start, line_end, page_start, page_end, "
+    "classification, searchable, text, search_text, text_hash"
+)
+
+
 def _remove_orphaned_shadows(target: Path) -> None:
     """Delete shadow files left by builds that were killed (their process no longer exists)."""
     prefix = f".{target.name}.build-"
@@ -86,8 +124,15 @@ class IndexBuilder:
     """Context manager owning a shadow index file until :meth:`commit` publishes it."""
 
     def __init__(
-        self, target: Path, *, dimension: int, ceiling: Classification, carry_over: CarryOver | None = None
+        self,
+        target: Path,
+        *,
+        dimension: int,
+        ceiling: Classification,
+        carry_over: CarryOver | None = None,
+        copy_from: Path | None = None,
     ) -> None:
+        """``copy_from`` is the index being replaced, when :meth:`copy_documents` will copy from it."""
         self.target = target
         self.ceiling = ceiling
         self._carry_over = carry_over
@@ -98,8 +143,25 @@ class IndexBuilder:
         self.conn: apsw.Connection = connect(self.shadow, readonly=False)
         # The shadow file is private until published; durability is ensured at commit.
         self.conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+        self._copying = False
+        if copy_from is not None:
+            # Attached before the transaction begins (SQLite attaches outside one). Reads of
+            # it inside the build's one transaction hold a shared lock until the commit, so
+            # every copy sees the same file even if another build renames a new one into place.
+            try:
+                self.conn.execute(f"ATTACH DATABASE ? AS {_SOURCE}", (str(copy_from),))
+            except apsw.Error as exc:
+                self.abort()
+                raise IngestError("the previous index cannot be opened to copy from") from exc
+            self._copying = True
         self.conn.execute("BEGIN")
         self.conn.execute(schema_sql(dimension, ceiling))
+        if self._copying:
+            self.conn.execute(
+                "CREATE TEMP TABLE copy_plan (seq INTEGER PRIMARY KEY, previous_id INTEGER NOT NULL, "
+                "new_id INTEGER NOT NULL, path TEXT NOT NULL, content_hash TEXT NOT NULL, "
+                "classification INTEGER NOT NULL, source_mtime REAL NOT NULL)"
+            )
         self._committed = False
         #: Documents whose passages are stored but not searched (superseded, draft, deprecated).
         self._unsearched: set[int] = set()
@@ -126,8 +188,8 @@ class IndexBuilder:
     def add_document(self, row: DocumentRow) -> int:
         self.conn.execute(
             "INSERT INTO documents(path, title, format, classification, content_hash, status, "
-            "superseded_by, source_mtime, passage_count, refused_count, lifecycle, owner, review_by, effective) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "superseded_by, source_mtime, passage_count, refused_count, lifecycle, owner, review_by, effective, "
+            "decided_by, warnings, passages_refused) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 row.path,
                 row.title,
@@ -143,6 +205,9 @@ class IndexBuilder:
                 row.lifecycle.owner,
                 None if row.lifecycle.review_by is None else row.lifecycle.review_by.isoformat(),
                 None if row.lifecycle.effective is None else row.lifecycle.effective.isoformat(),
+                row.decided_by,
+                json.dumps(list(row.warnings)),
+                row.passages_refused,
             ),
         )
         document_id = int(self.conn.last_insert_rowid())
@@ -195,6 +260,69 @@ class IndexBuilder:
                     f"INSERT INTO {fts_table(level)}(rowid, title, heading, body) VALUES (?,?,?,?)",
                     (passage_id, row.title, row.heading, row.search_text),
                 )
+
+    def copy_documents(self, run: Sequence[CopiedDocument]) -> int:
+        """Copy ``run`` (documents in build order) with their passages, vectors and full-text
+        entries from the previous index; returns the number of passages copied.
+
+        Rows get the ids, and every table its rows in the order, a build adding the same
+        documents one by one would give, so the index is the one a full build would write.
+        A previous row is copied only where its path, content hash and classification are
+        the ones planned; any other difference fails the build (the old index keeps serving).
+        """
+        if not run:
+            return 0
+        if not self._copying:
+            raise IngestError("this build has no previous index to copy from")
+        conn = self.conn
+        conn.execute("DELETE FROM temp.copy_plan")
+        (first,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM documents").fetchone() or (1,)
+        conn.executemany(
+            "INSERT INTO temp.copy_plan(seq, previous_id, new_id, path, content_hash, classification, source_mtime) "
+            "VALUES (?,?,?,?,?,?,?)",
+            [
+                (i, d.previous_id, int(first) + i, d.path, d.content_hash, int(d.classification), d.source_mtime)
+                for i, d in enumerate(run)
+            ],
+        )
+        conn.execute(
+            f"INSERT INTO documents(id, source_mtime, {_DOCUMENT_COPY}) "
+            f"SELECT m.new_id, m.source_mtime, {', '.join('d.' + c.strip() for c in _DOCUMENT_COPY.split(','))} "
+            f"FROM temp.copy_plan m JOIN {_SOURCE}.documents d ON d.id = m.previous_id AND d.path = m.path "
+            "AND d.content_hash = m.content_hash AND d.classification = m.classification ORDER BY m.seq"
+        )
+        if conn.changes() != len(run):
+            raise IngestError(
+                "the previous index changed while this build read it; nothing was replaced: run the ingest again"
+            )
+        # A passage is copied only at its document's level; one that is not would leave the
+        # document's declared count unmet, and verify() refuses the file.
+        conn.execute(
+            f"INSERT INTO passages(document_id, {_PASSAGE_COPY}) "
+            f"SELECT m.new_id, {', '.join('p.' + c.strip() for c in _PASSAGE_COPY.split(','))} "
+            f"FROM temp.copy_plan m JOIN {_SOURCE}.passages p ON p.document_id = m.previous_id "
+            "AND p.classification = m.classification ORDER BY m.seq, p.ordinal"
+        )
+        copied = int(conn.changes())
+        conn.execute(
+            "INSERT INTO passage_vectors(passage_id, embedding, classification, searchable) "
+            "SELECT n.id, v.embedding, n.classification, n.searchable FROM temp.copy_plan m "
+            "JOIN passages n ON n.document_id = m.new_id "
+            f"JOIN {_SOURCE}.passages p ON p.document_id = m.previous_id AND p.ordinal = n.ordinal "
+            f"JOIN {_SOURCE}.passage_vectors v ON v.passage_id = p.id ORDER BY n.id"
+        )
+        for level in Classification:
+            if level > self.ceiling:
+                break
+            # The indexed body, as add_passage indexes it: search_text where it was stored.
+            conn.execute(
+                f"INSERT INTO {fts_table(level)}(rowid, title, heading, body) "
+                "SELECT n.id, n.title, n.heading, coalesce(n.search_text, n.text) FROM temp.copy_plan m "
+                "JOIN passages n ON n.document_id = m.new_id WHERE n.searchable = 1 AND n.classification <= ? "
+                "ORDER BY n.id",
+                (int(level),),
+            )
+        return copied
 
     def verify(self) -> None:
         """Refuse to publish a file that fails integrity or whose parts disagree."""
@@ -265,6 +393,9 @@ class IndexBuilder:
             "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", sorted(meta.with_fts_rows(fts_rows).rows().items())
         )
         self.conn.execute("COMMIT")
+        if self._copying:
+            self.conn.execute(f"DETACH DATABASE {_SOURCE}")
+            self._copying = False
         if self._carry_over is not None:
             self._carry_over_previous(self._carry_over)
         self.conn.execute("PRAGMA journal_mode=DELETE")

@@ -39,6 +39,10 @@ class IndexMeta:
     #: Digest of everything the build depended on (see ingest.pipeline.corpus_fingerprint);
     #: None when the build was not a function of it (a read failed) or not an ingest at all.
     corpus_fingerprint: str | None = None
+    #: Digest of the build's settings besides the files (see ingest.fingerprint.CorpusDigest):
+    #: a later build copies this index's documents only when its own is equal. None in
+    #: indexes written before incremental builds, or not by an ingest.
+    settings_digest: str | None = None
     schema_version: int = SCHEMA_VERSION
     #: Rows of each level's full-text index, by level label (the bm25 and gate statistics).
     fts_rows: Mapping[str, int] = field(default_factory=dict)
@@ -69,6 +73,8 @@ class IndexMeta:
             out["corpus_fingerprint"] = self.corpus_fingerprint
         if self.corpus_path:
             out["corpus_path"] = self.corpus_path
+        if self.settings_digest is not None:
+            out["settings_digest"] = self.settings_digest
         out.update({f"{_FTS_ROWS}{label}": str(n) for label, n in self.fts_rows.items()})
         return out
 
@@ -96,6 +102,7 @@ class IndexMeta:
                 passages=int(rows.get("passages", "0")),
                 excluded_above_ceiling=int(rows.get("excluded_above_ceiling", "0")),
                 corpus_fingerprint=rows.get("corpus_fingerprint"),
+                settings_digest=rows.get("settings_digest"),
                 schema_version=SCHEMA_VERSION,
                 fts_rows={k[len(_FTS_ROWS) :]: int(v) for k, v in rows.items() if k.startswith(_FTS_ROWS)},
             )

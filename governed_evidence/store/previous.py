@@ -1,20 +1,33 @@
 """What a new build reads from the index it replaces: stored vectors to reuse, whether the
-old index can simply be kept, and which corpus it was built from.
+old index can simply be kept, which of its documents an incremental build may copy, and
+which corpus it was built from.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
 import apsw
 
+from governed_evidence.config import Classification
 from governed_evidence.errors import GovernedEvidenceError
 from governed_evidence.store.connection import connect, meta_rows, read_meta
 from governed_evidence.store.meta import IndexMeta
 
-__all__ = ["BuiltFrom", "KeptIndex", "built_from", "kept_index", "reusable_vectors"]
+__all__ = [
+    "BuiltFrom",
+    "KeptIndex",
+    "PreviousDocument",
+    "PreviousIndex",
+    "built_from",
+    "kept_index",
+    "previous_index",
+    "reusable_vectors",
+]
 
 
 def _open(db: Path) -> apsw.Connection | None:
@@ -98,6 +111,94 @@ def reusable_vectors(db: Path, model_id: str, dimension: int, keys: set[str]) ->
         conn.close()
 
 
+def _sound(conn: apsw.Connection, meta: IndexMeta) -> bool:
+    """The checks a reader of the file would make, and that its parts agree with its meta."""
+    if [str(r[0]) for r in conn.execute("PRAGMA quick_check")] != ["ok"]:
+        return False
+    (documents,) = conn.execute("SELECT count(*) FROM documents").fetchone() or (-1,)
+    (passages,) = conn.execute("SELECT count(*) FROM passages").fetchone() or (-1,)
+    (vectors,) = conn.execute("SELECT count(*) FROM passage_vectors").fetchone() or (-1,)
+    return bool(documents == meta.documents and passages == vectors == meta.passages)
+
+
+@dataclass(frozen=True)
+class PreviousDocument:
+    """One document of the index being replaced, as far as deciding to copy it needs."""
+
+    id: int
+    content_hash: str
+    classification: Classification
+    superseded_by: str | None
+    #: Lifecycle status (current, draft, deprecated).
+    lifecycle: str
+    review_by: str | None
+    #: The rule that decided its level, and what parsing it reported (see DocumentRow).
+    decided_by: str
+    warnings: tuple[str, ...]
+    passages_refused: int
+
+
+@dataclass(frozen=True)
+class PreviousIndex:
+    """The index being replaced, when its documents may be copied into the new build."""
+
+    meta: IndexMeta
+    documents: Mapping[str, PreviousDocument]
+
+
+def previous_index(db: Path, settings_digest: str) -> PreviousIndex | None:
+    """The documents of the index at ``db`` by path, when it was built with the same settings
+    (``settings_digest``: ingest logic, schema, ceiling, model, governance rules...) and is
+    sound; None otherwise, and then every file is parsed again.
+
+    A document is only a candidate: the build copies it when its file's bytes and level
+    are unchanged, and checks again inside its own transaction that the row it copies is
+    the one described here.
+    """
+    conn = _open(db)
+    if conn is None:
+        return None
+    try:
+        meta = read_meta(conn)  # refuses another schema version
+        if meta.settings_digest != settings_digest or not _sound(conn, meta):
+            return None
+        documents = {}
+        for (
+            doc_id,
+            path,
+            content_hash,
+            level,
+            superseded_by,
+            lifecycle,
+            review_by,
+            decided_by,
+            warnings,
+            refused,
+        ) in conn.execute(
+            "SELECT id, path, content_hash, classification, superseded_by, lifecycle, review_by, decided_by, "
+            "warnings, passages_refused FROM documents"
+        ):
+            notes = json.loads(str(warnings))
+            if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+                return None
+            documents[str(path)] = PreviousDocument(
+                int(doc_id),
+                str(content_hash),
+                Classification(int(level)),
+                None if superseded_by is None else str(superseded_by),
+                str(lifecycle),
+                None if review_by is None else str(review_by),
+                str(decided_by),
+                tuple(notes),
+                int(refused),
+            )
+        return PreviousIndex(meta, documents)
+    except (apsw.Error, GovernedEvidenceError, ValueError):
+        return None
+    finally:
+        conn.close()
+
+
 def kept_index(db: Path, fingerprint: str, *, today: date | None = None) -> KeptIndex | None:
     """The description of the index at ``db`` if it was built from this very fingerprint and
     is sound, else None (then it is rebuilt, as any index that cannot be trusted is).
@@ -110,16 +211,8 @@ def kept_index(db: Path, fingerprint: str, *, today: date | None = None) -> Kept
         return None
     try:
         meta = read_meta(conn)  # refuses another schema version
-        if meta.corpus_fingerprint != fingerprint:
-            return None
-        # The checks a reader of the file would make: a damaged file is rebuilt, not kept
-        # because its sources happen to be unchanged.
-        if [str(r[0]) for r in conn.execute("PRAGMA quick_check")] != ["ok"]:
-            return None
-        (documents,) = conn.execute("SELECT count(*) FROM documents").fetchone() or (-1,)
-        (passages,) = conn.execute("SELECT count(*) FROM passages").fetchone() or (-1,)
-        (vectors,) = conn.execute("SELECT count(*) FROM passage_vectors").fetchone() or (-1,)
-        if documents != meta.documents or not passages == vectors == meta.passages:
+        # A damaged file is rebuilt, not kept because its sources happen to be unchanged.
+        if meta.corpus_fingerprint != fingerprint or not _sound(conn, meta):
             return None
         (superseded,) = conn.execute("SELECT count(*) FROM documents WHERE status = 'superseded'").fetchone() or (0,)
         by_state = {

@@ -30,7 +30,9 @@ __all__ = [
 #: 2: per-level document-frequency tables. 3: ``passages.search_text``, the indexed form of a
 #: passage body where it differs from the text (NULL otherwise), so search never derives it.
 #: 4: ``documents.lifecycle``, ``owner``, ``review_by`` and ``effective`` (governance rules and front matter).
-SCHEMA_VERSION = 4
+#: 5: ``documents.decided_by``, ``warnings`` and ``passages_refused``: what parsing a file reported,
+#: so an incremental build that copies the document reports what a full build would.
+SCHEMA_VERSION = 5
 
 #: Porter stemming over unicode61 (diacritics folded); query text is tokenised with the
 #: same tokenizer so that what a user types is searched as plain words.
@@ -83,7 +85,10 @@ CREATE TABLE documents (
     lifecycle      TEXT NOT NULL DEFAULT 'current' CHECK (lifecycle IN ({_STATUSES_SQL})),
     owner          TEXT,
     review_by      TEXT,
-    effective      TEXT
+    effective      TEXT,
+    decided_by     TEXT NOT NULL DEFAULT '',
+    warnings       TEXT NOT NULL DEFAULT '[]',
+    passages_refused INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE passages (
     id             INTEGER PRIMARY KEY,

@@ -53,6 +53,7 @@ CHILD = textwrap.dedent(
 
     # Phase markers only: each wrapper reports, then does exactly what it wraps.
     add_document, commit = build.IndexBuilder.add_document, build.IndexBuilder.commit
+    copy_documents = build.IndexBuilder.copy_documents
 
     def marked_add(self, row):
         if not getattr(self, "_marked", False):
@@ -60,12 +61,20 @@ CHILD = textwrap.dedent(
             mark("write")
         return add_document(self, row)
 
+    def marked_copy(self, run):
+        # An incremental build writes by copying unchanged documents as much as by adding.
+        if run and not getattr(self, "_marked", False):
+            self._marked = True
+            mark("write")
+        return copy_documents(self, run)
+
     def marked_commit(self, meta):
         mark("commit")
         commit(self, meta)
         mark("published")
 
     build.IndexBuilder.add_document, build.IndexBuilder.commit = marked_add, marked_commit
+    build.IndexBuilder.copy_documents = marked_copy
     embedded = []
 
     def progress(stage, done, total):
@@ -74,8 +83,9 @@ CHILD = textwrap.dedent(
             mark("embed")
 
     mark("parse")
-    ingest_corpus(Path(sys.argv[1]), Path(sys.argv[2]), HashEmbedder(), ceiling=Classification.RESTRICTED,
-                  progress=progress)
+    report = ingest_corpus(Path(sys.argv[1]), Path(sys.argv[2]), HashEmbedder(), ceiling=Classification.RESTRICTED,
+                           progress=progress)
+    print(f"# {report.build} copied={report.files_copied}", flush=True)
     mark("done")
     """
 )
@@ -118,6 +128,8 @@ def _child(corpus: Path, db: Path) -> subprocess.Popen[str]:
 def _marks(lines: list[str]) -> dict[str, float]:
     found: dict[str, float] = {}
     for line in lines:
+        if line.startswith("#"):
+            continue  # what the build was, not a phase
         stamp, _, stage = line.strip().partition(" ")
         if stage:
             found[stage] = float(stamp)
@@ -216,9 +228,26 @@ class Reader:
             service.reader.close()
 
 
-def test_kill_9_during_ingest_leaves_the_previous_index_serving(tmp_path: Path) -> None:
+def _edited(old: Path, root: Path) -> Path:
+    """``old`` with one file in ten edited, one in thirteen deleted and 40 added: most of
+    its documents are copied by an incremental build."""
+    shutil.copytree(old, root)
+    for i, path in enumerate(sorted(root.rglob("*.md"))):
+        if i % 10 == 0:
+            path.write_text(path.read_text(encoding="utf-8") + "\nRevised clause about reservoirs.\n")
+        elif i % 13 == 0:
+            path.unlink()
+    _corpus(root / "added", 40, "current")
+    return root
+
+
+@pytest.mark.parametrize("build", ["another corpus", "incremental"])
+def test_kill_9_during_ingest_leaves_the_previous_index_serving(tmp_path: Path, build: str) -> None:
+    """A rebuild from another corpus (every file parsed), and from the same corpus edited (the
+    write phase is mostly copying rows from the index being replaced)."""
     old_corpus = _corpus(tmp_path / "old", 60, "former")
-    new_corpus = _corpus(tmp_path / "new", 120, "current")
+    new = tmp_path / "new"
+    new_corpus = _corpus(new, 120, "current") if build == "another corpus" else _edited(old_corpus, new)
     db = tmp_path / "index.sqlite"
     ingest_corpus(old_corpus, db, HashEmbedder(), ceiling=Classification.RESTRICTED, progress=None)
     pristine = tmp_path / "pristine.sqlite"
@@ -232,6 +261,9 @@ def test_kill_9_during_ingest_leaves_the_previous_index_serving(tmp_path: Path) 
     child = _child(new_corpus, scratch)
     out, _ = child.communicate(timeout=120)
     assert child.returncode == 0, out
+    copied = int(out.split("copied=")[1].split()[0])
+    # Another corpus has no file in common with the previous index: nothing to copy.
+    assert copied > 40 if build == "incremental" else copied == 0, out
     phases = _marks(out.splitlines())
     assert list(phases) == ["parse", "embed", "write", "commit", "published", "done"], phases
     new = _counts(scratch)
@@ -277,6 +309,8 @@ def test_kill_9_during_ingest_leaves_the_previous_index_serving(tmp_path: Path) 
     figures.add("crash safety: crashes survived (index intact and serving)", len(outcomes))
     for _, reached, _ in outcomes:
         figures.add(f"crash safety: killed in {reached}", 1)
+        if build == "incremental":
+            figures.add(f"crash safety: incremental builds killed in {reached}", 1)
     figures.add("crash safety: reader calls during rebuilds", reader.calls)
     assert len(outcomes) >= MIN_KILLS
     assert {reached for _, reached, _ in outcomes} >= {"parse", "write", "commit"}, (outcomes, durations)

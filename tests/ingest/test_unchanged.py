@@ -327,6 +327,8 @@ def run_ingest_command(
 
     # Wherever the command looks the factory up: its own module or the factory's.
     monkeypatch.setattr("governed_evidence.embeddings.factory.make_embedder", make_embedder)
+    # The ingest's own embedder (made on the first text to embed).
+    monkeypatch.setattr("governed_evidence.embeddings.factory.make_ingest_embedder", make_embedder)
     monkeypatch.setattr("governed_evidence.cli.make_embedder", make_embedder, raising=False)
     args = build_parser().parse_args(["ingest", *argv])
     code = int(args.func(args, Settings()))
