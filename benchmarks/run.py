@@ -54,6 +54,20 @@ def _phase(args: list[str], timeout: float | None = None) -> dict[str, Any]:
     return result
 
 
+def _current(db: Path) -> bool:
+    """Whether the index at ``db`` is of this version's schema."""
+    from governed_evidence.store.connection import connect, meta_rows
+    from governed_evidence.store.schema import SCHEMA_VERSION
+
+    conn = connect(db, readonly=True)
+    try:
+        return meta_rows(conn).get("schema_version") == str(SCHEMA_VERSION)
+    except Exception:  # noqa: BLE001 - anything unreadable is rebuilt
+        return False
+    finally:
+        conn.close()
+
+
 def _index_for(size: int, rebuild: bool) -> tuple[Path, dict[str, Any]]:
     from benchmarks.corpus import GENERATOR_VERSION
 
@@ -62,7 +76,8 @@ def _index_for(size: int, rebuild: bool) -> tuple[Path, dict[str, Any]]:
     info_path = db.with_suffix(".info.json")
     if not rebuild and db.is_file() and info_path.is_file():
         info: dict[str, Any] = json.loads(info_path.read_text(encoding="utf-8"))
-        if info.get("generator_version") == GENERATOR_VERSION and info.get("passages") == size:
+        # An index of an older schema is refused by search: rebuilt, not reused.
+        if info.get("generator_version") == GENERATOR_VERSION and info.get("passages") == size and _current(db):
             info["reused_cached_build"] = True
             return db, info
     info = _phase(["build", "--db", str(db), "--size", str(size)])
