@@ -162,7 +162,8 @@ def _copyable(
     Only when the previous index was built with the same settings (``previous`` is None
     otherwise: ingest logic, schema, ceiling, default level, size limit, model, governance
     rules, corpus folder) and the file's bytes hash as they did then. A file with other
-    names (hard links) is always read: which name is indexed, and its level, depend on them.
+    names (hard links), now or when the previous index was built, is always read: which name
+    is indexed, and its level, depend on them.
     Everything else a document's level and rows depend on is its path and its bytes, so the
     copy is what classifying and parsing it again would give. A hash exists only for a file
     the fingerprint's guards let it open (name, location, regular file, size limit).
@@ -171,7 +172,8 @@ def _copyable(
         return None
     old = previous.documents.get(str(rel))
     state = hashes.files.get(rel)
-    if old is None or state is None or state[0] != old.content_hash:
+    # A document whose other names set its level then may take another level alone now.
+    if old is None or old.hard_linked or state is None or state[0] != old.content_hash:
         return None
     return old, state[1]
 
@@ -260,6 +262,7 @@ def _read_corpus(
             item.row.decided_by = decided.decided_by
             item.row.warnings = tuple(warning for _, warning in report.warnings[warnings_before:])
             item.row.passages_refused = report.passages_refused - refused_before
+            item.row.hard_linked = names is not None
             if names is not None and names.outside > 0:
                 report.warnings.append(
                     (str(rel), f"has {names.outside} more hard link(s) outside the corpus, which do not set its level")

@@ -51,6 +51,8 @@ class DocumentRow:
     #: so a build that copies the document instead of parsing it reports the same.
     warnings: tuple[str, ...] = ()
     passages_refused: int = 0
+    #: Whether the file has other names (hard links), which took part in deciding its level.
+    hard_linked: bool = False
 
 
 @dataclass
@@ -96,7 +98,8 @@ _SOURCE = "source"
 #: Columns copied as they are; ``id`` and ``source_mtime`` are the new build's own.
 _DOCUMENT_COPY = (
     "path, title, format, classification, content_hash, status, superseded_by, "
-    "passage_count, refused_count, lifecycle, owner, review_by, effective, decided_by, warnings, passages_refused"
+    "passage_count, refused_count, lifecycle, owner, review_by, effective, decided_by, warnings, passages_refused, "
+    "hard_linked"
 )
 _PASSAGE_COPY = (
     "ordinal, citation_id, title, heading, line_start, line_end, page_start, page_end, "
@@ -189,7 +192,7 @@ class IndexBuilder:
         self.conn.execute(
             "INSERT INTO documents(path, title, format, classification, content_hash, status, "
             "superseded_by, source_mtime, passage_count, refused_count, lifecycle, owner, review_by, effective, "
-            "decided_by, warnings, passages_refused) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "decided_by, warnings, passages_refused, hard_linked) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 row.path,
                 row.title,
@@ -208,6 +211,7 @@ class IndexBuilder:
                 row.decided_by,
                 json.dumps(list(row.warnings)),
                 row.passages_refused,
+                int(row.hard_linked),
             ),
         )
         document_id = int(self.conn.last_insert_rowid())

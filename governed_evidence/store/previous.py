@@ -136,6 +136,8 @@ class PreviousDocument:
     decided_by: str
     warnings: tuple[str, ...]
     passages_refused: int
+    #: Other names (hard links) took part in deciding its level.
+    hard_linked: bool
 
 
 @dataclass(frozen=True)
@@ -163,21 +165,12 @@ def previous_index(db: Path, settings_digest: str) -> PreviousIndex | None:
         if meta.settings_digest != settings_digest or not _sound(conn, meta):
             return None
         documents = {}
-        for (
-            doc_id,
-            path,
-            content_hash,
-            level,
-            superseded_by,
-            lifecycle,
-            review_by,
-            decided_by,
-            warnings,
-            refused,
-        ) in conn.execute(
+        rows = conn.execute(
             "SELECT id, path, content_hash, classification, superseded_by, lifecycle, review_by, decided_by, "
-            "warnings, passages_refused FROM documents"
-        ):
+            "warnings, passages_refused, hard_linked FROM documents"
+        )
+        for doc_id, path, content_hash, level, superseded_by, lifecycle, review_by, decided_by, *rest in rows:
+            warnings, refused, linked = rest
             notes = json.loads(str(warnings))
             if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
                 return None
@@ -191,6 +184,7 @@ def previous_index(db: Path, settings_digest: str) -> PreviousIndex | None:
                 str(decided_by),
                 tuple(notes),
                 int(refused),
+                bool(linked),
             )
         return PreviousIndex(meta, documents)
     except (apsw.Error, GovernedEvidenceError, ValueError):

@@ -30,8 +30,9 @@ __all__ = [
 #: 2: per-level document-frequency tables. 3: ``passages.search_text``, the indexed form of a
 #: passage body where it differs from the text (NULL otherwise), so search never derives it.
 #: 4: ``documents.lifecycle``, ``owner``, ``review_by`` and ``effective`` (governance rules and front matter).
-#: 5: ``documents.decided_by``, ``warnings`` and ``passages_refused``: what parsing a file reported,
-#: so an incremental build that copies the document reports what a full build would.
+#: 5: ``documents.decided_by``, ``warnings``, ``passages_refused`` and ``hard_linked``: what parsing
+#: a file reported and whether other names set its level, so an incremental build that copies the
+#: document reports what a full build would, and never copies one whose level other names decided.
 SCHEMA_VERSION = 5
 
 #: Porter stemming over unicode61 (diacritics folded); query text is tokenised with the
@@ -88,7 +89,8 @@ CREATE TABLE documents (
     effective      TEXT,
     decided_by     TEXT NOT NULL DEFAULT '',
     warnings       TEXT NOT NULL DEFAULT '[]',
-    passages_refused INTEGER NOT NULL DEFAULT 0
+    passages_refused INTEGER NOT NULL DEFAULT 0,
+    hard_linked    INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE passages (
     id             INTEGER PRIMARY KEY,

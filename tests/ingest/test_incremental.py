@@ -11,6 +11,7 @@ ceiling, byte for byte as JSON.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -137,6 +138,16 @@ def _governance(corpus: Path) -> None:
     write(corpus, "_governance.toml", '[[rule]]\npath = "internal/finance/"\nclassification = "restricted"\n')
 
 
+def _link(corpus: Path) -> None:
+    """A hard link in a restricted folder raises a public file's level."""
+    os.link(corpus / "public/faq.md", corpus / "restricted/faq.md.bak")
+
+
+def _unlink(corpus: Path) -> None:
+    """The link of :func:`_link` removed again: the file takes its own level back."""
+    (corpus / "restricted/faq.md.bak").unlink()
+
+
 def _many(corpus: Path) -> None:
     _edit(corpus)
     _add(corpus)
@@ -154,6 +165,7 @@ CHANGES: dict[str, tuple[Callable[[Path], None], str, dict[str, int]]] = {
     "relabel in front matter": (_relabel, "incremental", {"files_reparsed": 1, "files_added": 0, "files_removed": 0}),
     "replace a docx": (_binary, "incremental", {"files_reparsed": 1, "files_added": 0, "files_removed": 0}),
     "governance rule": (_governance, "full", {}),
+    "hard link added": (_link, "incremental", {"files_reparsed": 1, "files_added": 0, "files_removed": 0}),
     "five at once": (_many, "incremental", {"files_reparsed": 1, "files_added": 3, "files_removed": 3}),
 }
 
@@ -200,6 +212,26 @@ def test_an_incremental_build_is_the_full_build(tmp_path: Path, built: tuple[Pat
     assert {k: v for k, v in report.as_dict().items() if k not in ignore} == {
         k: v for k, v in clean.as_dict().items() if k not in ignore
     }
+
+
+def test_a_removed_hard_link_gives_the_file_its_own_level_back(tmp_path: Path, built: tuple[Path, Path]) -> None:
+    """The previous index holds the file at its link's level: it is parsed again, not copied."""
+    corpus = tmp_path / "corpus"
+    shutil.copytree(built[0], corpus)
+    db, full = tmp_path / "index.sqlite", tmp_path / "full.sqlite"
+    shutil.copyfile(built[1], db)
+    _link(corpus)
+    assert _ingest(corpus, db).build == "incremental"
+    _unlink(corpus)
+    report = _ingest(corpus, db)
+    assert report.build == "incremental" and report.files_reparsed == 1
+    _ingest(corpus, full, force=True)
+    assert _rows(db) == _rows(full)
+    service = SearchService(db, ceiling=Classification.PUBLIC, embedder_factory=HashEmbedder)
+    try:
+        assert "public/faq.md" in {d.document for d in service.list_sources().documents}
+    finally:
+        service.reader.close()
 
 
 def test_a_moved_document_leaves_every_lower_ceiling(tmp_path: Path, built: tuple[Path, Path]) -> None:
