@@ -25,6 +25,14 @@ subclasses included); every other one is masked there with a fixed message.
         ├── ResponseTooLargeError     * the answer exceeds the byte, row or code bounds (narrow the request)
         └── UnusableResponseError     * the response is malformed, hostile (DTD, entities) or in an unsupported format
 
+Every error class carries a stable :class:`ErrorCode` (``code``) and every instance a
+recovery ``hint``: the next useful call or argument, given where it is raised or else the
+code's default (:data:`ERROR_CODES`). The codes are a contract: they are listed in the
+capabilities resource and frozen by tests/mcp/surface.json. A code names what a caller can
+do about an error, so several classes may share one; ``INTERNAL`` is the code of every
+error whose message is masked. :class:`WarningCode` holds the codes of successful results
+that carry a caveat (``STALE_SERVED``).
+
 ``StatisticsError`` messages never quote a provider's response body: upstream text is
 untrusted, so only status codes, SDMX error codes and this package's own guidance appear.
 
@@ -38,9 +46,18 @@ settings and files, so they never reach a client.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
+
 __all__ = [
+    "ERROR_CODES",
+    "WARNING_CODES",
+    "CodeInfo",
     "ConfigError",
     "EmbedderError",
+    "ErrorCode",
     "FileRejectedError",
     "GovernedEvidenceError",
     "IndexCorruptError",
@@ -58,11 +75,124 @@ __all__ = [
     "ResponseTooLargeError",
     "StatisticsError",
     "UnusableResponseError",
+    "WarningCode",
 ]
 
 
+class ErrorCode(StrEnum):
+    """Stable codes of tool errors: what a caller can do about an error (:data:`ERROR_CODES`)."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    NOT_FOUND = "NOT_FOUND"
+    NOT_CLEARED = "NOT_CLEARED"
+    INDEX_UNAVAILABLE = "INDEX_UNAVAILABLE"
+    SEMANTIC_UNAVAILABLE = "SEMANTIC_UNAVAILABLE"
+    UPSTREAM_UNAVAILABLE = "UPSTREAM_UNAVAILABLE"
+    UPSTREAM_UNUSABLE = "UPSTREAM_UNUSABLE"
+    RATE_LIMITED = "RATE_LIMITED"
+    STATISTICS_UNAVAILABLE = "STATISTICS_UNAVAILABLE"
+    TOO_LARGE = "TOO_LARGE"
+    INTERNAL = "INTERNAL"
+
+
+class WarningCode(StrEnum):
+    """Stable codes of a caveat on a successful result."""
+
+    STALE_SERVED = "STALE_SERVED"
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    """What a code means, and the hint given when the place that raised it gave none."""
+
+    meaning: str
+    hint: str
+
+
+#: Every error code, what it means and its default hint. The capabilities resource lists them.
+ERROR_CODES: dict[ErrorCode, CodeInfo] = {
+    ErrorCode.INVALID_ARGUMENT: CodeInfo(
+        "An argument cannot be used; the message says what is accepted.",
+        "Correct the argument the message names and call again; the tool's input schema gives every limit.",
+    ),
+    ErrorCode.NOT_FOUND: CodeInfo(
+        "Nothing the caller may see has that identifier (a document above the caller's clearance reads "
+        "exactly like a missing one).",
+        "Look the identifier up again instead of guessing: search_documents gives citation ids, "
+        "search_datasets gives dataset references.",
+    ),
+    ErrorCode.NOT_CLEARED: CodeInfo(
+        "The caller's credential is valid but grants no clearance for the documents.",
+        "Do not retry the document tools with this credential; the statistics tools still work.",
+    ),
+    ErrorCode.INDEX_UNAVAILABLE: CodeInfo(
+        "The documents index is missing or damaged, so the document tools cannot answer.",
+        "Call index_status for the problem and tell the user the operator must build or rebuild the index; "
+        "the statistics tools still work.",
+    ),
+    ErrorCode.SEMANTIC_UNAVAILABLE: CodeInfo(
+        "Meaning (semantic) search is unavailable; keyword search still works.",
+        'Search again with mode="keyword".',
+    ),
+    ErrorCode.UPSTREAM_UNAVAILABLE: CodeInfo(
+        "The statistics provider could not be used (network, timeout, HTTP error) and nothing is cached.",
+        "Retry later or try another provider; answers this server has already cached are still served.",
+    ),
+    ErrorCode.UPSTREAM_UNUSABLE: CodeInfo(
+        "The statistics provider's answer was malformed, hostile or in a format this server does not read.",
+        "Do not repeat the same call at once: choose another dataset (search_datasets) or provider, or retry later.",
+    ),
+    ErrorCode.RATE_LIMITED: CodeInfo(
+        "This server's hourly request budget for the provider is spent.",
+        "Wait, then make the same call again; answers this server has already cached are still served.",
+    ),
+    ErrorCode.STATISTICS_UNAVAILABLE: CodeInfo(
+        "The server's statistics cache or request ledger cannot be trusted, so no request is sent.",
+        "Do not retry: tell the user the operator must repair the statistics cache (index_status shows the "
+        "problem); the document tools still work.",
+    ),
+    ErrorCode.TOO_LARGE: CodeInfo(
+        "The answer would exceed this server's byte, row or code bounds.",
+        "Narrow the key (fewer codes per position) or set start_period/end_period, then call get_data again.",
+    ),
+    ErrorCode.INTERNAL: CodeInfo(
+        "The server failed; the details are in its log, never in the answer.",
+        "Retry once; if it fails again, tell the user the server reported an internal error.",
+    ),
+}
+
+#: Every warning code and what it means.
+WARNING_CODES: dict[WarningCode, str] = {
+    WarningCode.STALE_SERVED: (
+        "The answer is a cached copy past its expiry, served because the provider could not be used; "
+        "stale_age_seconds gives its age and the first hint why. Say that figures may have been revised."
+    ),
+}
+
+
+def _wait_hint(seconds: float) -> str:
+    return f"Wait {max(1, math.ceil(seconds))} s, then make the same call again."
+
+
 class GovernedEvidenceError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Base of every error this package raises on purpose.
+
+    ``hint`` (keyword) is the recovery hint where the raiser knows the next useful call;
+    otherwise the code's default applies.
+    """
+
+    #: The stable code a caller is told (masked errors: INTERNAL).
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL
+
+    def __init__(self, *args: object, hint: str | None = None) -> None:
+        super().__init__(*args)
+        #: The hint given where the error was raised, if any.
+        self.given_hint = hint
+
+    @property
+    def hint(self) -> str:
+        """What to do next: the hint given where it was raised, else the code's default."""
+        return self.given_hint or ERROR_CODES[self.code].hint
 
 
 class ConfigError(GovernedEvidenceError):
@@ -71,6 +201,8 @@ class ConfigError(GovernedEvidenceError):
 
 class IndexUnavailableError(GovernedEvidenceError):
     """The evidence index cannot serve requests."""
+
+    code = ErrorCode.INDEX_UNAVAILABLE
 
 
 class IndexMissingError(IndexUnavailableError):
@@ -92,6 +224,8 @@ class FileRejectedError(GovernedEvidenceError):
 class EmbedderError(GovernedEvidenceError):
     """The embedder is unavailable or returned unusable vectors."""
 
+    code = ErrorCode.SEMANTIC_UNAVAILABLE
+
 
 class ModelMismatchError(EmbedderError):
     """The query embedder is not the model the index was built with."""
@@ -100,9 +234,13 @@ class ModelMismatchError(EmbedderError):
 class InvalidRequestError(GovernedEvidenceError):
     """A request argument cannot be used; the message says what is accepted."""
 
+    code = ErrorCode.INVALID_ARGUMENT
+
 
 class NotFoundError(GovernedEvidenceError):
     """Nothing visible to the caller has that identifier."""
+
+    code = ErrorCode.NOT_FOUND
 
 
 class NotClearedError(GovernedEvidenceError):
@@ -110,6 +248,8 @@ class NotClearedError(GovernedEvidenceError):
 
     The message names no level and no count: it says only what the caller lacks.
     """
+
+    code = ErrorCode.NOT_CLEARED
 
 
 class RerankerError(GovernedEvidenceError):
@@ -119,32 +259,54 @@ class RerankerError(GovernedEvidenceError):
 class StatisticsError(GovernedEvidenceError):
     """Official statistics could not be served (the subclass says why)."""
 
+    code = ErrorCode.UPSTREAM_UNAVAILABLE
+
 
 class ProviderUnavailableError(StatisticsError):
     """The statistics provider failed or timed out, and no cached copy could stand in."""
 
-    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, retry_after_s: float | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
         #: Seconds the provider asked us to wait, when it said so (``Retry-After``).
         self.retry_after_s = retry_after_s
+
+    @property
+    def hint(self) -> str:
+        if self.given_hint is None and self.retry_after_s is not None:
+            return _wait_hint(self.retry_after_s) + " Or try another provider."
+        return super().hint
 
 
 class RateLimitedError(StatisticsError):
     """This server's request budget for a provider is spent; the message says when to retry."""
 
-    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
+    code = ErrorCode.RATE_LIMITED
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
         #: Seconds until the budget has room again, when known.
         self.retry_after_s = retry_after_s
+
+    @property
+    def hint(self) -> str:
+        if self.given_hint is None and self.retry_after_s is not None:
+            return _wait_hint(self.retry_after_s) + " Answers this server has already cached are still served."
+        return super().hint
 
 
 class RateLedgerError(RateLimitedError):
     """The persisted request ledger cannot be trusted, so no request is sent (fail closed)."""
 
+    code = ErrorCode.STATISTICS_UNAVAILABLE
+
 
 class ResponseTooLargeError(StatisticsError):
     """A response exceeded the configured byte, row or code bounds."""
 
+    code = ErrorCode.TOO_LARGE
+
 
 class UnusableResponseError(StatisticsError):
     """A response was malformed, hostile (DTD, entities) or in a format this server does not read."""
+
+    code = ErrorCode.UPSTREAM_UNUSABLE

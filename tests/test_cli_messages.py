@@ -17,7 +17,7 @@ import pytest
 
 from governed_evidence.config import Classification
 from governed_evidence.errors import GovernedEvidenceError, IndexMissingError
-from governed_evidence.mcp.errors import INTERNAL_ERROR_MESSAGE, to_tool_error
+from governed_evidence.mcp.errors import INTERNAL_ERROR_TEXT, to_tool_error
 from governed_evidence.search.visibility import visibility
 from governed_evidence.store.connection import connect, read_meta
 from tests.helpers import run_cli, write
@@ -139,7 +139,7 @@ def test_the_error_naming_the_index_file_never_reaches_a_client(tmp_path: Path) 
     # The CLI re-raises index errors with the path as the base class, which the MCP layer
     # masks; the caller-facing error itself still names no path.
     named = GovernedEvidenceError(f"no evidence index found (index file: {tmp_path})")
-    assert str(to_tool_error(named)) == INTERNAL_ERROR_MESSAGE
+    assert str(to_tool_error(named)) == INTERNAL_ERROR_TEXT
     with pytest.raises(IndexMissingError) as caught:
         visibility(tmp_path / "absent.sqlite", Classification.PUBLIC)
     assert str(tmp_path) not in str(to_tool_error(caught.value))

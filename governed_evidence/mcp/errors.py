@@ -18,20 +18,42 @@ Every other error is the operator's to fix or a fault, and its text may carry wh
 caller must not see: ``ConfigError`` (settings and file names, an unreadable file's path),
 ``IngestError`` and ``FileRejectedError`` (ingest runs, never a tool call), the base
 ``GovernedEvidenceError`` and anything not raised by this package. The client sees
-:data:`INTERNAL_ERROR_MESSAGE` and the stderr log records only the exception type.
+:data:`INTERNAL_ERROR_TEXT` and the stderr log records only the exception type.
+
+What the client sees is the text of the tool error (``isError: true``), in one form::
+
+    [NOT_FOUND] No passage with that citation_id is available.
+    hint: Call search_documents to get current citation ids, then read_passage with one of them.
+
+The first line is the stable code in brackets (:class:`~governed_evidence.errors.ErrorCode`)
+and the message; the second is the recovery hint; a third, ``retry_after_s: N``, appears
+when the error knows how long to wait. Arguments that fail the published schema (checked
+by fastmcp before a tool runs) are given the same form with ``INVALID_ARGUMENT``
+(:class:`ErrorForm`), naming each argument and what it broke without echoing its value.
+Text only, so every client and every model reads it the same way; the text depends on
+nothing but the error, which keeps a denied citation id byte for byte like a missing one.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from fastmcp.exceptions import ToolError
+import mcp.types as mt
+from fastmcp.exceptions import NotFoundError as UnknownComponentError
+from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools import ToolResult
+from pydantic import ValidationError as PydanticValidationError
 
 from governed_evidence.errors import (
+    ERROR_CODES,
     EmbedderError,
+    ErrorCode,
+    GovernedEvidenceError,
     IndexUnavailableError,
     InvalidRequestError,
     NotClearedError,
@@ -41,10 +63,16 @@ from governed_evidence.errors import (
 from governed_evidence.logging import get_logger
 
 __all__ = [
+    "ARGUMENTS_HINT",
     "CALLER_FACING",
     "CALLER_MISTAKES",
     "INTERNAL_ERROR_MESSAGE",
+    "INTERNAL_ERROR_TEXT",
+    "UNKNOWN_TOOL_HINT",
+    "UNKNOWN_TOOL_MESSAGE",
     "CallRecorder",
+    "ErrorForm",
+    "error_text",
     "log_level_of",
     "run_tool",
     "to_tool_error",
@@ -54,6 +82,24 @@ T = TypeVar("T")
 log = get_logger("mcp")
 
 INTERNAL_ERROR_MESSAGE = "The server could not complete this request because of an internal error."
+#: Most schema violations named in one INVALID_ARGUMENT error.
+_MAX_VIOLATIONS = 5
+#: The hint of arguments outside a tool's published schema.
+ARGUMENTS_HINT = "Correct the arguments named and call again; tools/list gives each tool's input schema."
+UNKNOWN_TOOL_MESSAGE = "No tool of that name."
+UNKNOWN_TOOL_HINT = "Call tools/list for the tools this server offers."
+
+
+def error_text(code: ErrorCode, message: str, hint: str, retry_after_s: float | None = None) -> str:
+    """The text of a tool error as the client sees it: ``[CODE] message``, ``hint: ...``, maybe ``retry_after_s``."""
+    lines = [f"[{code}] {message}", f"hint: {hint}"]
+    if retry_after_s is not None:
+        lines.append(f"retry_after_s: {max(1, math.ceil(retry_after_s))}")
+    return "\n".join(lines)
+
+
+#: What every masked error reads as.
+INTERNAL_ERROR_TEXT = error_text(ErrorCode.INTERNAL, INTERNAL_ERROR_MESSAGE, ERROR_CODES[ErrorCode.INTERNAL].hint)
 
 
 #: Errors whose message is written for the caller to act on (subclasses included).
@@ -84,13 +130,14 @@ def log_level_of(exc: BaseException) -> int:
 
 
 def to_tool_error(exc: BaseException) -> ToolError:
-    """The tool error the client sees: a caller-facing message as written, anything else masked.
+    """The tool error the client sees: a caller-facing error's code, message and hint; anything else masked.
 
     fastmcp logs the tool error it is handed at the error's ``log_level``.
     """
-    if isinstance(exc, CALLER_FACING):
-        return ToolError(str(exc), log_level=log_level_of(exc))
-    return ToolError(INTERNAL_ERROR_MESSAGE, log_level=log_level_of(exc))
+    if isinstance(exc, CALLER_FACING) and isinstance(exc, GovernedEvidenceError):
+        retry = getattr(exc, "retry_after_s", None)
+        return ToolError(error_text(exc.code, str(exc), exc.hint, retry), log_level=log_level_of(exc))
+    return ToolError(INTERNAL_ERROR_TEXT, log_level=log_level_of(exc))
 
 
 def run_tool(
@@ -132,3 +179,35 @@ class CallRecorder(Protocol):
     def __call__(
         self, tool: str, status: str, result: object, results: int, ms: float, error: str | None, /
     ) -> None: ...
+
+
+def _violations(exc: ValidationError) -> str:
+    """Each argument that broke the schema and how, never the value sent (it may be anything)."""
+    cause = exc.__cause__
+    if not isinstance(cause, PydanticValidationError):
+        return "the arguments do not match the tool's input schema"
+    parts = []
+    for problem in cause.errors(include_url=False, include_input=False, include_context=False)[:_MAX_VIOLATIONS]:
+        where = ".".join(str(p) for p in problem["loc"]) or "arguments"
+        parts.append(f"{where}: {problem['msg']}")
+    more = len(cause.errors()) - _MAX_VIOLATIONS
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+class ErrorForm(Middleware):
+    """Tool errors fastmcp raises itself (arguments outside the schema, an unknown tool) in the same form.
+
+    Errors raised by a tool body reach the client through :func:`to_tool_error` already.
+    """
+
+    async def on_call_tool(
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        try:
+            return await call_next(context)
+        except ValidationError as exc:
+            raise ToolError(error_text(ErrorCode.INVALID_ARGUMENT, _violations(exc), ARGUMENTS_HINT)) from None
+        except UnknownComponentError:
+            raise ToolError(error_text(ErrorCode.NOT_FOUND, UNKNOWN_TOOL_MESSAGE, UNKNOWN_TOOL_HINT)) from None

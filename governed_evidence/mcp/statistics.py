@@ -37,6 +37,7 @@ __all__ = [
     "STATISTICS_TOOLS",
     "DatasetArg",
     "KeyArg",
+    "LabelsArg",
     "MaxCodes",
     "MaxRows",
     "PeriodArg",
@@ -100,6 +101,13 @@ PeriodArg = Annotated[
     Field(pattern=PERIOD_PATTERN, description="A period such as 2020, 2020-Q3, 2020-07 or 2020-07-31."),
 ]
 MaxRows = Annotated[int, Field(ge=1, le=MAX_ROWS_LIMIT, description=f"Most rows to return (1-{MAX_ROWS_LIMIT}).")]
+LabelsArg = Annotated[
+    bool,
+    Field(
+        description="Put each code's label beside it (REF_AREA: AUS, REF_AREA_label: Australia) in rows and "
+        "constant_columns; may cost one cached structure request."
+    ),
+]
 
 
 def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSdmxService, calls: Calls) -> None:
@@ -146,10 +154,12 @@ def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSd
         start_period: PeriodArg = None,
         end_period: PeriodArg = None,
         max_rows: MaxRows = 200,
+        labels: LabelsArg = False,
     ) -> DataResponse:
         """Observations for a series key, with constant columns lifted out and the exact provider URL to cite.
 
-        Cite `source_url` for every figure. An empty result carries a hint, not an error.
+        Cite `source_url` for every figure. An empty result carries a hint, not an error. Set labels to
+        have each code's name beside it when you will write about the codes.
         """
         return _call(
             "get_data",
@@ -161,6 +171,7 @@ def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSd
                 start_period=start_period,
                 end_period=end_period,
                 max_rows=max_rows,
+                labels=labels,
             ),
             lambda r: r.returned_rows,
         )

@@ -24,7 +24,7 @@ from __future__ import annotations
 from governed_evidence.errors import InvalidRequestError, NotFoundError, StatisticsError
 from governed_evidence.logging import get_logger
 from governed_evidence.sdmx.artefacts import Component, Constraint, Dataflow, DataStructure, StructureMessage
-from governed_evidence.sdmx.fetch import Fetcher, provenance
+from governed_evidence.sdmx.fetch import FIND_DATASET_HINT, Fetcher, provenance
 from governed_evidence.sdmx.models import (
     AttributeInfo,
     CodeInfo,
@@ -60,7 +60,8 @@ def describe(
     dsd = message.structure_for(flow)
     if dsd is None:
         raise NotFoundError(
-            f"provider {provider.id} returned no data structure for {ref.text}; use search_datasets to find a dataset"
+            f"provider {provider.id} returned no data structure for {ref.text}; use search_datasets to find a dataset",
+            hint=FIND_DATASET_HINT,
         )
     hints: list[str] = []
     actual, source = _codes_with_data(fetcher, parsed, provider, ref, message, flow, dsd, hints)

@@ -26,6 +26,7 @@ from governed_evidence.errors import (
     RateLimitedError,
     ResponseTooLargeError,
     StatisticsError,
+    WarningCode,
 )
 from governed_evidence.logging import get_logger
 from governed_evidence.sdmx.cache import CacheEntry, ResponseCache
@@ -36,13 +37,39 @@ from governed_evidence.sdmx.ratelimit import RateLedger, hourly_limit
 from governed_evidence.sdmx.structure import error_codes
 from governed_evidence.sdmx.urls import Kind, SdmxRequest
 
-__all__ = ["Fetched", "Fetcher", "Provenance", "check_status", "is_no_results", "provenance"]
+__all__ = [
+    "FIND_DATASET_HINT",
+    "KEY_HINT",
+    "Fetched",
+    "Fetcher",
+    "Provenance",
+    "check_status",
+    "is_no_results",
+    "provenance",
+]
 
 log = get_logger("sdmx")
 _T = TypeVar("_T")
 
 #: What an SDMX error code may look like when repeated to a caller.
 _ERROR_CODE_RE = re.compile(r"[0-9]{1,4}")
+
+#: Recovery hints of the statistics errors that need a different next call than their code's default.
+FIND_DATASET_HINT = "Call search_datasets to find the dataset's current reference, then pass its `dataset` value."
+KEY_HINT = (
+    "Call describe_dataset for the dimensions in key order and the codes that have data, then build the key "
+    "from those codes."
+)
+_TOO_LARGE_HINT: dict[Kind, str] = {
+    "catalogue": (
+        "The provider's catalogue is larger than this server reads: try another provider, or tell the user the "
+        "operator can raise GOVERNED_EVIDENCE_SDMX_MAX_BYTES_CATALOGUE."
+    ),
+    "structure": (
+        "This dataset's structure is larger than this server reads: choose another dataset (search_datasets), or "
+        "tell the user the operator can raise GOVERNED_EVIDENCE_SDMX_MAX_BYTES_STRUCTURE."
+    ),
+}
 
 
 class Provenance(TypedDict):
@@ -53,6 +80,7 @@ class Provenance(TypedDict):
     from_cache: bool
     stale: bool
     stale_age_seconds: int | None
+    warnings: list[WarningCode]
     hints: list[str]
 
 
@@ -90,6 +118,7 @@ def provenance(fetched: Fetched, hints: list[str]) -> Provenance:
         from_cache=fetched.from_cache,
         stale=fetched.stale,
         stale_age_seconds=int(fetched.age_s) if fetched.stale else None,
+        warnings=[WarningCode.STALE_SERVED] if fetched.stale else [],
         hints=([fetched.stale_hint] if fetched.stale_hint else []) + hints,
     )
 
@@ -128,7 +157,8 @@ def check_status(provider: Provider, request: SdmxRequest, response: HttpRespons
             return
         raise NotFoundError(
             f"provider {provider.id} has no such dataset or structure (HTTP 404); "
-            "use search_datasets to find a dataset reference"
+            "use search_datasets to find a dataset reference",
+            hint=FIND_DATASET_HINT,
         )
     if status in (400, 414, 422):
         codes = ""
@@ -141,7 +171,8 @@ def check_status(provider: Provider, request: SdmxRequest, response: HttpRespons
                 codes = ""
         raise InvalidRequestError(
             f"provider {provider.id} rejected the request (HTTP {status}{codes}); check the dataset reference "
-            "and that the key has one position per dimension in the order describe_dataset gives"
+            "and that the key has one position per dimension in the order describe_dataset gives",
+            hint=KEY_HINT,
         )
     if status == 413:
         raise ResponseTooLargeError(
@@ -212,6 +243,9 @@ class Fetcher:
             value = parse(fresh)
         except StatisticsError as exc:
             if cached is None:
+                if isinstance(exc, ResponseTooLargeError) and exc.given_hint is None:
+                    # Narrowing a key cannot shrink a catalogue or a structure.
+                    exc.given_hint = _TOO_LARGE_HINT.get(request.kind)
                 raise
             log.warning("sdmx_serving_stale", provider=provider.id, kind=request.kind, error=type(exc).__name__)
             return parse(cached), Fetched(cached, True, True, _stale_hint(exc, cached, now), cached.age(now))

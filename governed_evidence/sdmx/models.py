@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from governed_evidence.errors import WarningCode
 from governed_evidence.invisible import strip_invisible
 
 __all__ = [
@@ -76,6 +77,11 @@ class _Sourced(_Model):
         description="True when the cached copy had expired and was served because the provider could not be used."
     )
     stale_age_seconds: int | None = Field(default=None, description="Age of a stale copy, in seconds.")
+    warnings: list[WarningCode] = Field(
+        default_factory=list,
+        description="Stable codes of caveats on this answer: STALE_SERVED when stale (the capabilities resource "
+        "lists them).",
+    )
     hints: list[str] = Field(default_factory=list, description="What to do next, or why the answer is partial.")
     notice: str = PROVIDER_TEXT_NOTICE
 
@@ -162,7 +168,9 @@ class DataResponse(_Sourced):
     rows: list[list[str | float | None]] = Field(description="Observations; OBS_VALUE is a number or null.")
     constant_columns: dict[str, str] = Field(description="Columns with the same value on every row of the result.")
     labels: dict[str, dict[str, str]] = Field(
-        default_factory=dict, description="Labels of the codes used in rows and constant_columns, per column."
+        default_factory=dict,
+        description="Labels of the codes used in rows and constant_columns, per column; with labels=true, only "
+        "those of columns whose labels did not fit beside the rows (the others are <column>_label columns).",
     )
     total_rows: int = Field(description="Observations the provider returned.")
     returned_rows: int

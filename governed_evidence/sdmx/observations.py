@@ -6,26 +6,42 @@ out of the table (``constant_columns``) and empty ones dropped; codes get their 
 from the response where the provider sent them (SDMX-CSV with labels), else from the
 cached structure's codelists. An empty selection is an empty table with hints saying why
 and which nearby keys have data (:mod:`~governed_evidence.sdmx.emptiness`).
+
+Asked for ``labels``, the answer puts each code's label beside it (``REF_AREA`` then
+``REF_AREA_label``, in the rows and in ``constant_columns``), fetching the dataset's
+structure through the fetch path (cached, spent from the structure budget) when neither
+the response nor the cache has the codelists; failing that, the table comes without them
+and a hint says so. Labels are provider text: whitespace is collapsed, each is cut to
+:data:`MAX_LABEL_CHARS`, and the label columns of the rows may add at most
+:data:`LABEL_BUDGET_CHARS` characters; a column beyond that keeps its labels in the compact
+``labels`` mapping instead, and a hint says so.
 """
 
 from __future__ import annotations
 
 import re
 
-from governed_evidence.errors import InvalidRequestError
+from governed_evidence.errors import InvalidRequestError, NotFoundError, StatisticsError
 from governed_evidence.sdmx.artefacts import DataStructure, StructureMessage
-from governed_evidence.sdmx.data import DataTable, ordered_columns
+from governed_evidence.sdmx.data import OBS_VALUE, TIME_PERIOD, DataTable, ordered_columns
 from governed_evidence.sdmx.emptiness import explain_empty
-from governed_evidence.sdmx.fetch import Fetcher, provenance
+from governed_evidence.sdmx.fetch import KEY_HINT, Fetcher, provenance
 from governed_evidence.sdmx.formats import Format
 from governed_evidence.sdmx.models import DataResponse
 from governed_evidence.sdmx.parsed import ParsedResponses
 from governed_evidence.sdmx.providers import Provider
 from governed_evidence.sdmx.resolve import peek_structure
-from governed_evidence.sdmx.urls import data_request
+from governed_evidence.sdmx.urls import data_request, structure_request
 from governed_evidence.sdmx.validate import MAX_ROWS_LIMIT, DatasetRef
 
-__all__ = ["observations"]
+__all__ = ["LABEL_BUDGET_CHARS", "LABEL_SUFFIX", "MAX_LABEL_CHARS", "observations"]
+
+#: A label column is named after its code column with this suffix (REF_AREA_label).
+LABEL_SUFFIX = "_label"
+#: Longest label served beside a code (provider text; longer ones are cut with an ellipsis).
+MAX_LABEL_CHARS = 80
+#: Most characters the label columns may add to the rows of one answer (about 6,000 tokens).
+LABEL_BUDGET_CHARS = 24_000
 
 #: What a unit multiplier may look like when repeated to a caller.
 _UNIT_MULT_RE = re.compile(r"[0-9]{1,2}")
@@ -46,10 +62,12 @@ def observations(
     start: str | None,
     end: str | None,
     max_rows: int,
+    labels: bool = False,
 ) -> DataResponse:
     """Observations for ``key`` as a compact table with constant columns lifted out and a citable URL.
 
-    ``ref`` is resolved; ``key``, the periods and ``max_rows`` are already checked.
+    ``ref`` is resolved; ``key``, the periods and ``max_rows`` are already checked. With
+    ``labels``, each labelled code column is followed by its ``_label`` column.
 
     Raises
     ------
@@ -62,15 +80,25 @@ def observations(
         # Caught here rather than by the provider, so a mistake costs no download budget.
         raise InvalidRequestError(
             f"the key has {len(key.split('.'))} positions but {ref.id} has {len(dsd.dimensions)} dimensions "
-            f"({'.'.join(d.id for d in dsd.dimensions)}); leave a position empty for all codes"
+            f"({'.'.join(d.id for d in dsd.dimensions)}); leave a position empty for all codes",
+            hint=KEY_HINT,
         )
     request = data_request(provider, ref, key, start, end)
     (table, fmt), fetched = fetcher.fetch(provider, request, lambda e: parsed.table(provider, e, max_rows))
+    hints: list[str] = []
+    message = peeked[0] if peeked is not None else None
+    # Labels the provider sent are its answer for this table (a code without one is labelled
+    # by itself); without them, and without a cached structure, the structure is asked for.
+    if labels and message is None and not table.labels and _has_codes(table):
+        message = _structure_for_labels(fetcher, parsed, provider, ref, hints)
+        dsd = message.structure_for(message.dataflow(ref.id, ref.agency)) if message is not None else None
     dims = [d.id for d in dsd.dimensions] if dsd is not None else None
     columns = [c for c in ordered_columns(table.columns, dims) if c not in table.constant and c not in table.empty]
     rows = [[table.value(c, row.get(c, "")) for c in columns] for row in table.rows]
-    labels = _labels(table, columns, peeked[0] if peeked is not None else None, dsd)
-    hints: list[str] = []
+    found = _labels(table, columns, message, dsd)
+    constant = dict(table.constant)
+    if labels:
+        columns, rows, constant, found = _beside(columns, rows, constant, found, hints)
     if table.total_rows == 0:
         message, flow = peeked if peeked is not None else (None, None)
         hints.extend(explain_empty(fetcher, parsed, provider, ref, key, start, end, message, flow, dsd))
@@ -90,8 +118,8 @@ def observations(
         end_period=end,
         columns=columns,
         rows=rows,
-        constant_columns=dict(table.constant),
-        labels=labels,
+        constant_columns=constant,
+        labels=found,
         total_rows=table.total_rows,
         returned_rows=len(rows),
         truncated=len(rows) < table.total_rows,
@@ -121,3 +149,83 @@ def _labels(
         if found:
             labels[column] = found
     return labels
+
+
+def _has_codes(table: DataTable) -> bool:
+    """Whether the table has a column other than the period and the value (one a label could name)."""
+    return table.total_rows > 0 and any(c not in (TIME_PERIOD, OBS_VALUE) for c in table.columns)
+
+
+def _structure_for_labels(
+    fetcher: Fetcher, parsed: ParsedResponses, provider: Provider, ref: DatasetRef, hints: list[str]
+) -> StructureMessage | None:
+    """The dataset's structure for its codelists: one request through the fetch path, or None (and a hint)."""
+    try:
+        message, _ = fetcher.fetch(provider, structure_request(provider, ref), parsed.structure)
+    except (StatisticsError, NotFoundError, InvalidRequestError) as exc:
+        hints.append(
+            f"Codes are shown without labels: the dataset's structure could not be fetched ({exc.code}); "
+            "describe_dataset names the codes once it can be."
+        )
+        return None
+    return message
+
+
+def _label_text(text: str) -> str:
+    """A label as served beside its code: one line, at most :data:`MAX_LABEL_CHARS` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_LABEL_CHARS else line[: MAX_LABEL_CHARS - 1].rstrip() + "\u2026"
+
+
+def _beside(
+    columns: list[str],
+    rows: list[list[str | float | None]],
+    constant: dict[str, str],
+    found: dict[str, dict[str, str]],
+    hints: list[str],
+) -> tuple[list[str], list[list[str | float | None]], dict[str, str], dict[str, dict[str, str]]]:
+    """Label columns beside their code columns, within the budget; what does not fit stays in ``found``."""
+    taken = set(columns) | set(constant)
+    beside_constant: dict[str, str] = {}
+    for column, code in constant.items():
+        beside_constant[column] = code
+        label = found.get(column, {}).get(code)
+        if label and column + LABEL_SUFFIX not in taken:
+            beside_constant[column + LABEL_SUFFIX] = _label_text(label)
+    spent = 0
+    inline: list[str] = []
+    kept: dict[str, dict[str, str]] = {}
+    for i, column in enumerate(columns):
+        labels = found.get(column)
+        if not labels or column + LABEL_SUFFIX in taken:
+            continue
+        cost = sum(len(_label_text(labels.get(str(row[i]), ""))) + 4 for row in rows)
+        if spent + cost > LABEL_BUDGET_CHARS:
+            kept[column] = labels
+            continue
+        spent += cost
+        inline.append(column)
+    if kept:
+        hints.append(
+            f"Labels of {', '.join(kept)} are in `labels`, not beside each row: there they would make the answer "
+            "too long. Narrow the key or lower max_rows to have them beside."
+        )
+    if not inline:
+        return columns, rows, beside_constant, kept
+    at = {c: columns.index(c) for c in inline}
+    out_columns: list[str] = []
+    for column in columns:
+        out_columns.append(column)
+        if column in at:
+            out_columns.append(column + LABEL_SUFFIX)
+    out_rows: list[list[str | float | None]] = []
+    for row in rows:
+        out: list[str | float | None] = []
+        for i, value in enumerate(row):
+            out.append(value)
+            column = columns[i]
+            if column in at:
+                label = found[column].get(str(value)) if value is not None else None
+                out.append(_label_text(label) if label else None)
+        out_rows.append(out)
+    return out_columns, out_rows, beside_constant, kept

@@ -12,7 +12,7 @@ from __future__ import annotations
 from governed_evidence.errors import NotFoundError, StatisticsError, UnusableResponseError
 from governed_evidence.sdmx.artefacts import Dataflow, StructureMessage
 from governed_evidence.sdmx.catalogue import CatalogueIndex
-from governed_evidence.sdmx.fetch import Fetched, Fetcher
+from governed_evidence.sdmx.fetch import FIND_DATASET_HINT, Fetched, Fetcher
 from governed_evidence.sdmx.parsed import ParsedResponses
 from governed_evidence.sdmx.providers import Provider
 from governed_evidence.sdmx.urls import catalogue_request, structure_request
@@ -53,7 +53,8 @@ def resolve(fetcher: Fetcher, parsed: ParsedResponses, provider: Provider, ref: 
                 )
             return resolved
     raise NotFoundError(
-        f"no dataset {ref.id!r} in the {provider.id} catalogue; use search_datasets to find a dataset reference"
+        f"no dataset {ref.id!r} in the {provider.id} catalogue; use search_datasets to find a dataset reference",
+        hint=FIND_DATASET_HINT,
     )
 
 

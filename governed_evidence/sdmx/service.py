@@ -193,8 +193,13 @@ class SdmxService:
         start_period: str | None = None,
         end_period: str | None = None,
         max_rows: int = 200,
+        labels: bool = False,
     ) -> DataResponse:
-        """Observations for ``key`` as a compact table with constant columns lifted out and a citable URL."""
+        """Observations for ``key`` as a compact table with constant columns lifted out and a citable URL.
+
+        ``labels``: each code's label beside it (``REF_AREA_label``), from the response or the
+        dataset's structure (one structure request when neither the response nor the cache has it).
+        """
         p = self.providers.get(provider)
         ref = parse_dataset_ref(dataset)
         key = validate_key(key)
@@ -203,7 +208,7 @@ class SdmxService:
             raise InvalidRequestError(f"max_rows must be between 1 and {MAX_ROWS_LIMIT}")
         with self.client.call():
             ref = resolve(self.fetcher, self.parsed, p, ref)
-            return observations(self.fetcher, self.parsed, p, ref, key, start, end, max_rows)
+            return observations(self.fetcher, self.parsed, p, ref, key, start, end, max_rows, labels=labels)
 
     def status(self) -> StatisticsCacheStatus:
         """Where the cache lives, whether it persists, its size and each provider's budget use."""

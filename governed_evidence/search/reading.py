@@ -31,6 +31,7 @@ from governed_evidence.store.meta import IndexMeta
 
 __all__ = [
     "MAX_LISTED_DOCUMENTS",
+    "NOT_FOUND_HINT",
     "NOT_FOUND_MESSAGE",
     "index_status",
     "level_counts",
@@ -40,7 +41,9 @@ __all__ = [
 ]
 
 MAX_LISTED_DOCUMENTS = 500
-NOT_FOUND_MESSAGE = "No passage with that citation_id is available. Use search_documents to find citation ids."
+NOT_FOUND_MESSAGE = "No passage with that citation_id is available."
+#: The same whether the passage is missing or above the caller's ceiling (denied == missing).
+NOT_FOUND_HINT = "Call search_documents to get current citation ids, then read_passage with one of them."
 
 
 def read_passage(
@@ -50,7 +53,7 @@ def read_passage(
         raise InvalidRequestError(f"context must be between 0 and {MAX_CONTEXT}")
     row = sql.passage_by_citation(conn, ceiling, citation_id)
     if row is None:
-        raise NotFoundError(NOT_FOUND_MESSAGE)
+        raise NotFoundError(NOT_FOUND_MESSAGE, hint=NOT_FOUND_HINT)
     around = {r.ordinal: r for r in sql.neighbours(conn, ceiling, row.document_id, row.ordinal, context)}
     return ReadPassageResponse(
         passage=passage_view(row, 0, today),

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from governed_evidence.config import Classification
+from governed_evidence.errors import ERROR_CODES, WARNING_CODES
 from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
-from governed_evidence.mcp.errors import INTERNAL_ERROR_MESSAGE
+from governed_evidence.mcp.app import error_contract
+from governed_evidence.mcp.errors import ARGUMENTS_HINT, INTERNAL_ERROR_TEXT
 from governed_evidence.mcp.status import ServerStatus
 from governed_evidence.search.models import (
     UNTRUSTED_NOTICE,
@@ -29,7 +31,7 @@ from governed_evidence.search.models import (
     SearchResponse,
     SourcesResponse,
 )
-from governed_evidence.search.reading import NOT_FOUND_MESSAGE
+from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from governed_evidence.store.connection import connect
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +79,13 @@ def _is_strong_word(token: str) -> bool:
 SERVER_TEXT = [
     UNTRUSTED_NOTICE,
     NOT_FOUND_MESSAGE,
-    INTERNAL_ERROR_MESSAGE,
+    NOT_FOUND_HINT,
+    INTERNAL_ERROR_TEXT,
+    # Error codes, their meanings and hints (the form of every tool error, and the capabilities).
+    json.dumps(error_contract()),
+    *(f"{code} {info.meaning} {info.hint}" for code, info in ERROR_CODES.items()),
+    *WARNING_CODES.values(),
+    ARGUMENTS_HINT,
     "no passage matched the query",
     "no passage reached the strict confidence threshold",
     "no passage reached the normal confidence threshold the best candidate scored",

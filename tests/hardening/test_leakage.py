@@ -32,11 +32,12 @@ from fastmcp.client.transports import StdioTransport
 
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
-from governed_evidence.errors import GovernedEvidenceError, IndexCorruptError, IndexMissingError
+from governed_evidence.errors import ErrorCode, GovernedEvidenceError, IndexCorruptError, IndexMissingError
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp.app import CAPABILITIES_URI
-from governed_evidence.search.reading import NOT_FOUND_MESSAGE
+from governed_evidence.mcp.errors import error_text
+from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
 from tests.hardening import figures
@@ -60,6 +61,8 @@ from tests.helpers import HashEmbedder, small_corpus
 
 PUBLIC, INTERNAL, RESTRICTED = Classification.PUBLIC, Classification.INTERNAL, Classification.RESTRICTED
 CEILINGS = (PUBLIC, INTERNAL)
+#: What a client reads for a missing citation id, and for one above its ceiling.
+NOT_FOUND_TEXT = error_text(ErrorCode.NOT_FOUND, NOT_FOUND_MESSAGE, NOT_FOUND_HINT)
 MODES = ("hybrid", "keyword", "semantic")
 #: Promised minimum of distinct probe queries built from the restricted documents.
 MIN_PROBES = 500
@@ -676,7 +679,7 @@ def test_stdio_probe_sample_leaks_nothing(minilm_case: Case, tmp_path: Path) -> 
             for guess in (cid, guesses[i % len(guesses)]):
                 read = await client.call_tool("read_passage", {"citation_id": guess}, raise_on_error=False)
                 tally.calls += 1
-                if not read.is_error or read.content[0].text != NOT_FOUND_MESSAGE:  # type: ignore[union-attr]
+                if not read.is_error or read.content[0].text != NOT_FOUND_TEXT:  # type: ignore[union-attr]
                     tally.leaks.append(f"read {guess!r}")
             bad = await client.call_tool("search_documents", {"query": probe, "limit": 0}, raise_on_error=False)
             tally.calls += 1

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from governed_evidence.config import Classification, Settings
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.mcp import build_app
-from governed_evidence.mcp.errors import INTERNAL_ERROR_MESSAGE
+from governed_evidence.mcp.errors import INTERNAL_ERROR_TEXT
 from governed_evidence.mcp.status import ServerStatus
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.sdmx.service import SdmxService
@@ -128,7 +128,7 @@ class Harness:
         self.outcomes.latencies.append(elapsed)
         if result.is_error:
             text = " ".join(getattr(c, "text", "") for c in result.content)
-            assert text and text != INTERNAL_ERROR_MESSAGE, f"internal error for {tool}({args!r})"
+            assert text and text != INTERNAL_ERROR_TEXT, f"internal error for {tool}({args!r})"
             self.outcomes.refused[tool] = self.outcomes.refused.get(tool, 0) + 1
         else:
             answer = OUTPUT_MODELS[tool].model_validate(result.structured_content)

@@ -19,8 +19,9 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from governed_evidence import errors
-from governed_evidence.mcp.errors import CALLER_FACING, to_tool_error
-from governed_evidence.search.reading import NOT_FOUND_MESSAGE
+from governed_evidence.errors import ErrorCode
+from governed_evidence.mcp.errors import CALLER_FACING, error_text, to_tool_error
+from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from tests.mcp.test_stdio import run
 
 
@@ -46,7 +47,8 @@ def test_serve_logs_json_at_info_and_a_not_found_is_not_an_error(built_index: Pa
             return await body(client)
 
     missing, invalid = run(session())
-    assert missing.is_error and missing.content[0].text == NOT_FOUND_MESSAGE
+    assert missing.is_error
+    assert missing.content[0].text == error_text(ErrorCode.NOT_FOUND, NOT_FOUND_MESSAGE, NOT_FOUND_HINT)
     assert invalid.is_error
     records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     calls = [r for r in records if r.get("event") == "tool_call"]
@@ -58,7 +60,12 @@ def test_serve_logs_json_at_info_and_a_not_found_is_not_an_error(built_index: Pa
     assert any(r.get("logger", "").startswith("fastmcp") and "read_passage" in r["event"] for r in records)
 
 
-@pytest.mark.parametrize("cls", [getattr(errors, name) for name in errors.__all__])
+ERROR_CLASSES = [
+    c for c in (getattr(errors, name) for name in errors.__all__) if isinstance(c, type) and issubclass(c, Exception)
+]
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES)
 def test_tool_errors_carry_the_level_fastmcp_logs_them_at(cls: type[Exception]) -> None:
     exc = cls("message")
     level = to_tool_error(exc).log_level

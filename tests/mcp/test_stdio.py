@@ -13,9 +13,11 @@ from typing import Any
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from governed_evidence.errors import ErrorCode, WarningCode
+from governed_evidence.mcp.errors import error_text
 from governed_evidence.mcp.status import ServerStatus
 from governed_evidence.search.models import ReadPassageResponse, SearchResponse, SourcesResponse
-from governed_evidence.search.reading import NOT_FOUND_MESSAGE
+from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 
 SURFACE = Path(__file__).with_name("surface.json")
 DOCUMENT_TOOLS = {"search_documents", "read_passage", "list_sources", "index_status"}
@@ -53,7 +55,7 @@ def _tool_surface(tools: list[Any]) -> dict[str, Any]:
 
 
 def test_surface_is_frozen(sample_index: Path) -> None:
-    """Names, input schemas and output schemas are a contract; changing them is deliberate.
+    """Names, input schemas, output schemas and error codes are a contract; changing them is deliberate.
 
     To accept an intended change: UPDATE_SURFACE=1 pytest tests/mcp/test_stdio.py -k frozen
     """
@@ -62,10 +64,12 @@ def test_surface_is_frozen(sample_index: Path) -> None:
         tools = await client.list_tools()
         prompts = await client.list_prompts()
         resources = await client.list_resources()
+        capabilities = json.loads((await client.read_resource("governed-evidence://capabilities"))[0].text)
         return {
             "tools": _tool_surface(tools),
             "prompts": sorted(p.name for p in prompts),
             "resources": sorted(str(r.uri) for r in resources),
+            "errors": capabilities["errors"],
         }
 
     surface = run(_session(sample_index, "internal", body))
@@ -73,6 +77,8 @@ def test_surface_is_frozen(sample_index: Path) -> None:
     assert all(t["read_only"] for t in surface["tools"].values())
     assert surface["prompts"] == ["evidence_brief"]
     assert surface["resources"] == ["governed-evidence://capabilities"]
+    assert set(surface["errors"]["codes"]) == {c.value for c in ErrorCode}
+    assert set(surface["errors"]["warnings"]) == {c.value for c in WarningCode}
     for tool in surface["tools"].values():
         assert "ceiling" not in json.dumps(tool["input_schema"])
     if os.environ.get("UPDATE_SURFACE") == "1":
@@ -152,7 +158,7 @@ def test_denied_equals_missing_byte_for_byte(sample_index: Path) -> None:
     denied, absent = run(_session(sample_index, "internal", body))
     assert denied.is_error and absent.is_error
     assert [c.model_dump() for c in denied.content] == [c.model_dump() for c in absent.content]
-    assert denied.content[0].text == NOT_FOUND_MESSAGE
+    assert denied.content[0].text == error_text(ErrorCode.NOT_FOUND, NOT_FOUND_MESSAGE, NOT_FOUND_HINT)
 
 
 def test_concurrent_calls_do_not_cross_talk(sample_index: Path) -> None:
@@ -178,6 +184,7 @@ def test_missing_index_reports_instead_of_crashing(tmp_path: Path) -> None:
         assert status.ok is False and status.problem and "ingest" in status.problem
         result = await client.call_tool("search_documents", {"query": "leave"}, raise_on_error=False)
         assert result.is_error and "no evidence index found" in result.content[0].text
+        assert result.content[0].text.startswith("[INDEX_UNAVAILABLE] ") and "\nhint: " in result.content[0].text
         assert str(tmp_path) not in result.content[0].text
 
     run(_session(tmp_path / "absent.sqlite", "public", body))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import gzip
+import http.server
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import dataclass, field
@@ -146,6 +148,47 @@ class FakeProviders:
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
+
+
+class LocalProvider:
+    """``fake``'s routes served over real sockets on 127.0.0.1 (an ``http://127.0.0.1:PORT`` base).
+
+    Paths are matched without the base (``/rest``), as the MockTransport routes are; each
+    request's path is recorded in ``fake.requests`` as an httpx request. A context manager.
+    """
+
+    def __init__(self, fake: FakeProviders) -> None:
+        self.fake = fake
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = f"http://127.0.0.1:{outer.port}{self.path}"
+                response = outer.fake.handler(httpx.Request("GET", url))
+                body = response.content
+                self.send_response(response.status_code)
+                for name, value in response.headers.items():
+                    if name.lower() not in ("content-length", "content-encoding", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port: int = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/rest"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> LocalProvider:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
 class FakeClock:

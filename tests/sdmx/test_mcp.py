@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,7 +15,7 @@ from fastmcp.exceptions import ToolError
 from governed_evidence import errors
 from governed_evidence.config import Classification
 from governed_evidence.mcp.calls import Calls, stdio_caller
-from governed_evidence.mcp.errors import INTERNAL_ERROR_MESSAGE, to_tool_error
+from governed_evidence.mcp.errors import INTERNAL_ERROR_TEXT, to_tool_error
 from governed_evidence.mcp.statistics import STATISTICS_TOOLS, register_statistics_tools
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.sdmx.service import SdmxService
@@ -128,7 +129,9 @@ def test_rate_limit_message_reaches_the_client(make_service: ServiceFactory, fak
 
     result = run(body())
     assert result.is_error
-    assert "budget of 1 data requests per hour to OECD is spent; retry in about" in result.content[0].text
+    text = result.content[0].text
+    assert text.startswith("[RATE_LIMITED] this server's budget of 1 data requests per hour to OECD is spent")
+    assert re.search(r"\nhint: Wait \d+ s, then make the same call again\..*\nretry_after_s: \d+$", text), text
 
 
 def test_internal_faults_are_masked(make_service: ServiceFactory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,7 +147,7 @@ def test_internal_faults_are_masked(make_service: ServiceFactory, monkeypatch: p
             return await client.call_tool("search_datasets", {"query": "gdp"}, raise_on_error=False)
 
     result = run(body())
-    assert result.content[0].text == INTERNAL_ERROR_MESSAGE
+    assert result.content[0].text == INTERNAL_ERROR_TEXT
 
 
 @pytest.mark.parametrize(
@@ -158,17 +161,18 @@ def test_internal_faults_are_masked(make_service: ServiceFactory, monkeypatch: p
         errors.UnusableResponseError,
     ],
 )
-def test_statistics_errors_keep_their_message(cls: type[Exception]) -> None:
+def test_statistics_errors_keep_their_message(cls: type[errors.StatisticsError]) -> None:
     mapped = to_tool_error(cls("narrow the key"))
-    assert isinstance(mapped, ToolError) and str(mapped) == "narrow the key"
+    assert isinstance(mapped, ToolError)
+    assert str(mapped) == f"[{cls.code}] narrow the key\nhint: {cls('narrow the key').hint}"
     assert issubclass(cls, errors.GovernedEvidenceError)
 
 
 def test_lower_level_errors_never_escape_unmapped() -> None:
     import httpx
 
-    assert str(to_tool_error(httpx.ConnectError("10.0.0.1 refused"))) == INTERNAL_ERROR_MESSAGE
-    assert json.dumps(str(to_tool_error(KeyError("x")))) == json.dumps(INTERNAL_ERROR_MESSAGE)
+    assert str(to_tool_error(httpx.ConnectError("10.0.0.1 refused"))) == INTERNAL_ERROR_TEXT
+    assert json.dumps(str(to_tool_error(KeyError("x")))) == json.dumps(INTERNAL_ERROR_TEXT)
 
 
 def test_a_caller_without_clearance_may_use_the_statistics_tools(
