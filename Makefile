@@ -44,7 +44,7 @@ CI_STEPS := lock-check lint typecheck audit publication-guard wheel-check covera
 # one after the other about 6.
 CI_BESIDE := eval-gate container
 
-.PHONY: bench bench-quick bench-http bench-scifact install tools demo test coverage format lint typecheck eval-gate audit \
+.PHONY: bench bench-quick bench-http bench-peers bench-scifact install tools demo test coverage format lint typecheck eval-gate audit \
         publication-guard container lock lock-tools lock-check ci clean test-fast wheel-check test-hardening
 
 # Which interpreter made each venv: "<resolved path> <version>" (scripts/check_python.py --id),
@@ -170,6 +170,34 @@ bench: $(STAMP)
 # The 10k size only (well under 3 minutes); the last line is one JSON object.
 bench-quick: $(STAMP)
 	@$(BIN)/python -m benchmarks.run --quick
+
+# The project's hybrid search against the peers a user would pick instead (tantivy or bm25s glued
+# to numpy by plain RRF; LanceDB's hybrid query, exact and IVF_HNSW_SQ), interleaved in one process
+# over the same passages and vectors: writes docs/peers.json and the peers section of
+# docs/performance.md. The peers live in their own venv (.cache/peers-venv: the runtime lock, then
+# benchmarks/peers-requirements.txt), never in the product's dependencies. Not part of `make ci`.
+# PEERS_SIZES=10000,100000 adds 100k (the generated index is built when absent, about 30 s).
+# Real vectors need .cache/beir-scifact.sqlite (`make bench-scifact`); else synthetic, and said so.
+PEERS_VENV  := .cache/peers-venv
+PEERS_STAMP := $(PEERS_VENV)/.installed-stamp
+PEERS_SIZES ?= 10000
+PEERS_VENV_ID := $(call venv_id,$(PEERS_VENV))
+ifneq ($(PEERS_VENV_ID),$(PYTHON_ID))
+$(PEERS_STAMP): venv-python-changed
+endif
+
+# --no-deps for the runtime lock: it is complete by construction (scripts/wheel_check.py says why);
+# the peers' own dependencies then resolve on top of it.
+$(PEERS_STAMP): requirements/runtime.txt benchmarks/peers-requirements.txt
+	$(call fresh_venv,$(PEERS_VENV),$(PEERS_VENV_ID))
+	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
+		-r requirements/runtime.txt
+	$(PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r benchmarks/peers-requirements.txt
+	echo '$(PYTHON_ID)' > $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+	PYTHONPATH=$(CURDIR) OPENBLAS_NUM_THREADS=1 $(PEERS_VENV)/bin/python -m benchmarks.peers \
+		--sizes $(PEERS_SIZES) --out docs/peers.json --doc docs/performance.md
 
 # The team server over real HTTP: 16 callers of mixed clearance at once, p50/p95 of their
 # searches and reads (the sample corpus with the real model; about 40 s). One JSON object.

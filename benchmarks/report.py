@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.peers_report import peers_section
+
 __all__ = ["write_report"]
 
 
@@ -170,7 +172,8 @@ def _ingest_rows(name: str, run: dict[str, Any], rss: float) -> list[str]:
     return rows
 
 
-def write_report(results: dict[str, Any], md_path: Path, json_path: Path) -> None:
+def write_report(results: dict[str, Any], md_path: Path, json_path: Path, peers: dict[str, Any] | None = None) -> None:
+    """Both files; ``peers`` (docs/peers.json, from `make bench-peers`) adds its section."""
     m = results["machine"]
     before, after = results.get("load_average_before", []), results.get("load_average_after", [])
     # The run itself keeps one or two cores busy, so a load average up to about 1.8 after it
@@ -313,6 +316,8 @@ def write_report(results: dict[str, Any], md_path: Path, json_path: Path) -> Non
             if isinstance(value, dict) and "recall_at_10" in value:
                 lines.append(f"| {key} | {_ms(value['ms'])} | {value['recall_at_10']:.3f} |")
         lines.append("")
+    if peers:
+        lines += [*peers_section(peers), ""]
     lines += ["## Goals", "", *_goal_table(results), ""]
     findings = Path(__file__).with_name("findings.md")
     if findings.is_file():

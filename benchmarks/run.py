@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.peers_report import PEERS_JSON, best_peer, load_peers, ratio_to_best_peer
 from benchmarks.report import write_report
 from benchmarks.stats import load_average, machine
 
@@ -68,19 +69,28 @@ def _current(db: Path) -> bool:
         conn.close()
 
 
-def _index_for(size: int, rebuild: bool) -> tuple[Path, dict[str, Any]]:
+def _index_for(
+    size: int, rebuild: bool, *, bench_dir: Path = BENCH_DIR, vector_cache: Path = VECTOR_CACHE
+) -> tuple[Path, dict[str, Any]]:
     from benchmarks.corpus import GENERATOR_VERSION
 
-    BENCH_DIR.mkdir(parents=True, exist_ok=True)
-    db = BENCH_DIR / f"scifact-{size}.sqlite"
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    db = bench_dir / f"scifact-{size}.sqlite"
     info_path = db.with_suffix(".info.json")
     if not rebuild and db.is_file() and info_path.is_file():
         info: dict[str, Any] = json.loads(info_path.read_text(encoding="utf-8"))
-        # An index of an older schema is refused by search: rebuilt, not reused.
-        if info.get("generator_version") == GENERATOR_VERSION and info.get("passages") == size and _current(db):
+        # An index of an older schema is refused by search: rebuilt, not reused. So is one
+        # built with synthetic vectors once the real ones are there to build from.
+        synthetic = str(info.get("vectors", "")).startswith("synthetic") and vector_cache.is_file()
+        if (
+            info.get("generator_version") == GENERATOR_VERSION
+            and info.get("passages") == size
+            and not synthetic
+            and _current(db)
+        ):
             info["reused_cached_build"] = True
             return db, info
-    info = _phase(["build", "--db", str(db), "--size", str(size)])
+    info = _phase(["build", "--db", str(db), "--size", str(size), "--vector-cache", str(vector_cache)])
     info["reused_cached_build"] = False
     return db, info
 
@@ -91,7 +101,7 @@ def _run_phase(ns: argparse.Namespace) -> None:
         from benchmarks.corpus import build_corpus_index
         from benchmarks.stats import peak_rss_mb
 
-        result = build_corpus_index(DATASET, Path(ns.db), ns.size, vector_cache=VECTOR_CACHE)
+        result = build_corpus_index(DATASET, Path(ns.db), ns.size, vector_cache=Path(ns.vector_cache))
         result["peak_rss_mb"] = peak_rss_mb()
         Path(ns.db).with_suffix(".info.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     elif ns.phase == "search":
@@ -120,6 +130,11 @@ def _run_phase(ns: argparse.Namespace) -> None:
 
 
 def _quick_line(size: int, search: dict[str, Any]) -> dict[str, Any]:
+    # The best peer's p95 at this size from the last `make bench-peers` (docs/peers.json), against
+    # this run's hybrid p95: null when no peers result of this size is stored.
+    peers = load_peers(PEERS_JSON)
+    stored = (peers or {}).get("sizes", {}).get(str(size))
+    systems = stored["systems"] if stored else {}
     return {
         "passages": size,
         "hybrid_p50_ms": search["hybrid_ms"]["p50"],
@@ -129,6 +144,9 @@ def _quick_line(size: int, search: dict[str, Any]) -> dict[str, Any]:
         "query_embed_ms": search["query_embed_ms"]["p50"],
         "numpy_p95_ms": search["numpy_ms"]["p95"],
         "recall_at_10": search["recall_at_10"],
+        "ratio_to_best_peer_p95": ratio_to_best_peer(search["hybrid_ms"]["p95"], systems) if systems else None,
+        "best_peer": best_peer(systems) if systems else None,
+        "peers_run": peers.get("started_at") if stored and peers else None,
     }
 
 
@@ -149,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--vector-cache", default=str(VECTOR_CACHE), help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
     if ns.phase:
         _run_phase(ns)
@@ -203,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     results["load_average_after"] = load_average()
     results["wall_s"] = round(time.time() - started, 1)
     out = Path(ns.out)
-    write_report(results, out, out.with_suffix(".json"))
+    write_report(results, out, out.with_suffix(".json"), peers=load_peers(PEERS_JSON))
     print(json.dumps({"written": str(out), "json": str(out.with_suffix(".json"))}))
 
 
