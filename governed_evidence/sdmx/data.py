@@ -12,7 +12,9 @@ Every variant becomes rows of ``column → value`` in one pass, streaming:
   ``OBS_VALUE``, and rows whose ``ACTION`` is ``D`` (deletions, which are not
   observations, so they are skipped);
 - SDMX-ML generic and structure-specific data, series or flat (3.0 data is
-  structure-specific, read the same way);
+  structure-specific, read the same way), with the attributes a data set or a group
+  gives its series on every row they apply to (an observation's own attribute comes
+  first, then its series', its group's, and the data set's);
 - SDMX-JSON 1.0 and 2.0 data (:mod:`~governed_evidence.sdmx.sdmxjson`), decoded whole
   under its own byte cap.
 
@@ -42,6 +44,8 @@ from governed_evidence.sdmx.xml import local, stream
 
 __all__ = [
     "MAX_COLUMNS",
+    "MAX_GROUPS",
+    "MAX_GROUP_SHAPES",
     "MAX_LABELS",
     "MAX_LINE_CHARS",
     "OBS_VALUE",
@@ -253,14 +257,82 @@ def _generic_obs(obs: Element, base: dict[str, str], time_id: str) -> dict[str, 
     return row
 
 
+class _Groups:
+    """Generic-data ``Group`` attributes, looked up by the key values of each series.
+
+    A group names some dimensions' values (``GroupKey``) and attributes for every series
+    with those values. Groups are indexed by the dimensions they name (a message has a
+    few group shapes, however many groups), so a row costs one lookup per shape.
+    """
+
+    def __init__(self) -> None:
+        #: Dimension ids of a shape → that shape's values → the group's attributes.
+        self.shapes: dict[tuple[str, ...], dict[tuple[str, ...], dict[str, str]]] = {}
+        self.count = 0
+
+    def add(self, group: Element) -> None:
+        key: dict[str, str] = {}
+        attributes: dict[str, str] = {}
+        _values(_child(group, "GroupKey"), key)
+        _values(_child(group, "Attributes"), attributes)
+        if not key or not attributes:
+            return
+        self.count += 1
+        if self.count > MAX_GROUPS or len(key) > MAX_COLUMNS:
+            raise UnusableResponseError("the provider's data has more groups than any SDMX data set")
+        dims = tuple(sorted(key))
+        if dims not in self.shapes and len(self.shapes) >= MAX_GROUP_SHAPES:
+            # Each shape costs every row a lookup; a structure defines a few group types.
+            raise UnusableResponseError("the provider's data has more kinds of group than any SDMX data set")
+        values = tuple(key[d] for d in dims)
+        self.shapes.setdefault(dims, {}).setdefault(values, {}).update(attributes)
+
+    def apply(self, row: dict[str, str]) -> None:
+        """Attributes of the groups ``row`` belongs to, where ``row`` has none of its own."""
+        for dims, groups in self.shapes.items():
+            found = groups.get(tuple(row.get(d, "") for d in dims))
+            if found is not None:
+                for attr, value in found.items():
+                    row.setdefault(attr, value)
+
+
+def _dataset_attributes(attrib: dict[str, str]) -> dict[str, str]:
+    """A structure-specific ``DataSet``'s own attributes: its XML attributes but the standard ones."""
+    return {k: v for k, v in attrib.items() if not k.startswith("{") and k not in _DATASET_XML_ATTRIBUTES}
+
+
 _SERIES_PARTS = frozenset({"SeriesKey", "Attributes"})
-_WATCHED = frozenset({"Series", "Structure", "Message"})
+_WATCHED = frozenset({"DataSet", "Series", "Structure", "Message"})
+#: Groups remembered per data set (a group is about a series or more; rows are capped likewise).
+MAX_GROUPS = 200_000
+#: Distinct sets of dimensions groups name (a structure defines a few group types).
+MAX_GROUP_SHAPES = 64
+#: The XML attributes every SDMX-ML 2.1 and 3.0 ``DataSet`` may carry; the others are
+#: the data set's attributes (structure-specific data writes them there).
+_DATASET_XML_ATTRIBUTES = frozenset(
+    {
+        "structureRef",
+        "setID",
+        "action",
+        "reportingBeginDate",
+        "reportingEndDate",
+        "validFromDate",
+        "validToDate",
+        "publicationYear",
+        "publicationPeriod",
+        "dataScope",
+    }
+)
 
 
 def _generic_unit(parent: str, tag: str) -> bool:
-    # Each observation whole; a series' key and attributes whole (they precede its Obs).
+    # Each observation whole; a series' key and attributes whole (they precede its Obs);
+    # the data set's attributes and each group whole (they precede its series).
     name = local(tag)
-    return name == "Obs" or (name in _SERIES_PARTS and local(parent) == "Series")
+    if name == "Obs":
+        return True
+    where = local(parent)
+    return (name in _SERIES_PARTS and where == "Series") or (name in ("Attributes", "Group") and where == "DataSet")
 
 
 def _specific_unit(parent: str, tag: str) -> bool:
@@ -276,6 +348,9 @@ def _parse_xml(body: bytes, fmt: Format, out: _Collector) -> None:
     time_id = TIME_PERIOD
     #: The current series' key and attributes (None outside a series).
     base: dict[str, str] | None = None
+    #: The current data set's attributes and groups (each data set has its own).
+    dataset: dict[str, str] = {}
+    groups = _Groups()
     footer_codes: list[str] = []
     units = _generic_unit if fmt == "generic" else _specific_unit
     for kind, tag, attrib, element in stream(body, units=units, watch=_watched):
@@ -283,6 +358,9 @@ def _parse_xml(body: bytes, fmt: Format, out: _Collector) -> None:
         if kind == "start":
             if name == "Series":
                 base = {} if fmt == "generic" else dict(attrib)
+            elif name == "DataSet":
+                dataset = {} if fmt == "generic" else _dataset_attributes(attrib)
+                groups = _Groups()
             elif name == "Structure" and attrib.get("dimensionAtObservation") not in (None, "AllDimensions"):
                 time_id = attrib.get("dimensionAtObservation", TIME_PERIOD)
             elif name == "Message" and attrib.get("code") and len(footer_codes) < 100:
@@ -291,13 +369,22 @@ def _parse_xml(body: bytes, fmt: Format, out: _Collector) -> None:
             if name == "Series":
                 base = None
         elif element is not None:
-            if name in _SERIES_PARTS:
-                if base is not None:
-                    _values(element, base)
-            elif fmt == "generic":
-                out.add(_generic_obs(element, base or {}, time_id))
+            if name == "Group":
+                groups.add(element)
+            elif name in _SERIES_PARTS:
+                _values(element, base if base is not None else dataset)
             else:
-                out.add({**(base or {}), **element.attrib})
+                row = (
+                    _generic_obs(element, base or {}, time_id)
+                    if fmt == "generic"
+                    else {**(base or {}), **element.attrib}
+                )
+                # Precedence: the observation's, the series', the group's, the data set's.
+                if groups.shapes:
+                    groups.apply(row)
+                for attr, value in dataset.items():
+                    row.setdefault(attr, value)
+                out.add(row)
     if out.total == 0 and _FOOTER_TOO_LARGE in footer_codes:
         raise ResponseTooLargeError(
             "the provider would only deliver this selection later as a file; narrow the key or the period"

@@ -172,3 +172,105 @@ def test_non_data_formats_are_refused(fmt: str) -> None:
 def test_json_that_is_not_sdmx_json_data_is_refused() -> None:
     with pytest.raises(UnusableResponseError, match="not an SDMX-JSON data message"):
         parse_data("json", b"{}", keep=1, max_rows=1)
+
+
+_GENERIC_HEAD = (
+    b'<message:GenericData xmlns:message="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/message"'
+    b' xmlns:generic="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/data/generic">'
+)
+
+
+def _v(**values: str) -> bytes:
+    return b"".join(f'<generic:Value id="{k}" value="{v}"/>'.encode() for k, v in values.items())
+
+
+def _series(area: str, *obs: bytes, attrs: bytes = b"") -> bytes:
+    attributes = b"<generic:Attributes>" + attrs + b"</generic:Attributes>" if attrs else b""
+    return (
+        b"<generic:Series><generic:SeriesKey>" + _v(FREQ="A", REF_AREA=area) + b"</generic:SeriesKey>"
+        + attributes + b"".join(obs) + b"</generic:Series>"
+    )  # fmt: skip
+
+
+def _obs(period: str, value: str, attrs: bytes = b"") -> bytes:
+    attributes = b"<generic:Attributes>" + attrs + b"</generic:Attributes>" if attrs else b""
+    return (
+        f'<generic:Obs><generic:ObsDimension value="{period}"/><generic:ObsValue value="{value}"/>'.encode()
+        + attributes + b"</generic:Obs>"
+    )  # fmt: skip
+
+
+def _group(area: str, attrs: bytes) -> bytes:
+    return (
+        b'<generic:Group type="Sibling"><generic:GroupKey>' + _v(REF_AREA=area) + b"</generic:GroupKey>"
+        b"<generic:Attributes>" + attrs + b"</generic:Attributes></generic:Group>"
+    )
+
+
+def _dataset(*parts: bytes, attrs: bytes = b"") -> bytes:
+    attributes = b"<generic:Attributes>" + attrs + b"</generic:Attributes>" if attrs else b""
+    return b'<message:DataSet structureRef="X">' + attributes + b"".join(parts) + b"</message:DataSet>"
+
+
+def test_generic_dataset_and_group_attributes_reach_their_rows() -> None:
+    body = (
+        _GENERIC_HEAD
+        + _dataset(
+            _group("MX", _v(AVAILABILITY="K", UNIT_MEASURE="MXN")),
+            _series("MX", _obs("2020", "1"), _obs("2021", "2", _v(UNIT_MULT="3"))),
+            _series("JP", _obs("2020", "3"), attrs=_v(UNIT_MEASURE="JPY")),
+            _series("CH", _obs("2020", "4")),
+            attrs=_v(UNIT_MEASURE="USD", UNIT_MULT="6", DECIMALS="3"),
+        )
+        + b"</message:GenericData>"
+    )
+    table = parse_data("generic", body, keep=10, max_rows=10)
+    rows = {(r["REF_AREA"], r["TIME_PERIOD"]): r for r in table.rows}
+    # Observation > series > group > data set.
+    assert rows["MX", "2020"]["UNIT_MEASURE"] == "MXN" and rows["MX", "2020"]["UNIT_MULT"] == "6"
+    assert rows["MX", "2021"]["UNIT_MULT"] == "3"
+    assert rows["JP", "2020"]["UNIT_MEASURE"] == "JPY"
+    assert rows["CH", "2020"]["UNIT_MEASURE"] == "USD"
+    # A group's attributes reach only the series its key names.
+    assert [r.get("AVAILABILITY", "") for r in table.rows] == ["K", "K", "", ""]
+    assert table.constant["DECIMALS"] == "3"
+    # The key still leads; what the data set and groups add comes after.
+    assert table.columns[:4] == ["FREQ", "REF_AREA", "TIME_PERIOD", "OBS_VALUE"]
+
+
+def test_each_generic_dataset_has_its_own_attributes() -> None:
+    body = (
+        _GENERIC_HEAD
+        + _dataset(_group("MX", _v(AVAILABILITY="K")), _series("MX", _obs("2020", "1")), attrs=_v(UNIT_MEASURE="USD"))
+        + _dataset(_series("MX", _obs("2020", "2")))
+        + b"</message:GenericData>"
+    )
+    table = parse_data("generic", body, keep=10, max_rows=10)
+    assert [(r.get("UNIT_MEASURE", ""), r.get("AVAILABILITY", "")) for r in table.rows] == [("USD", "K"), ("", "")]
+
+
+def test_generic_group_shapes_are_bounded() -> None:
+    groups = b"".join(
+        b'<generic:Group type="G"><generic:GroupKey>' + _v(**{f"D{i}": "x"}) + b"</generic:GroupKey>"
+        b"<generic:Attributes>" + _v(A="1") + b"</generic:Attributes></generic:Group>"
+        for i in range(100)
+    )
+    body = _GENERIC_HEAD + _dataset(groups) + b"</message:GenericData>"
+    with pytest.raises(UnusableResponseError, match="kinds of group"):
+        parse_data("generic", body, keep=10, max_rows=10)
+
+
+def test_structure_specific_dataset_attributes_reach_every_row() -> None:
+    body = (
+        b'<message:StructureSpecificData xmlns:message="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/message"'
+        b' xmlns:ss="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/data/structurespecific"'
+        b' xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
+        b'<message:DataSet ss:dataScope="DataStructure" xsi:type="ns1:DataSetType" ss:structureRef="X"'
+        b' action="Information" UNIT_MEASURE="USD" UNIT_MULT="6">'
+        b'<Series FREQ="A" REF_AREA="MX"><Obs TIME_PERIOD="2020" OBS_VALUE="1"/></Series>'
+        b'<Series FREQ="A" REF_AREA="JP" UNIT_MULT="9"><Obs TIME_PERIOD="2020" OBS_VALUE="2"/></Series>'
+        b"</message:DataSet></message:StructureSpecificData>"
+    )
+    table = parse_data("structurespecific", body, keep=10, max_rows=10)
+    assert [(r["UNIT_MEASURE"], r["UNIT_MULT"]) for r in table.rows] == [("USD", "6"), ("USD", "9")]
+    assert not {"action", "dataScope", "structureRef"} & set(table.columns)

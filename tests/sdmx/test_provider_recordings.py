@@ -231,17 +231,16 @@ def test_bis_structure_and_generic_data_through_the_tools(make: Make, fake: Fake
     assert not any("availableconstraint" in p for p in paths)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the generic data reader drops DataSet-level attributes (here UNIT_MEASURE=USD, UNIT_MULT=6, "
-    "DECIMALS=3: the values are millions of US dollars) and Group attributes (AVAILABILITY)",
-)
 def test_bis_dataset_level_attributes_reach_the_table(make: Make, fake: FakeProviders) -> None:
     _serve_bis(fake)
     (data,) = _call(make(), ("get_data", {"dataset": CBS, "key": CBS_KEY, "provider": "BIS"}))
     table = DataResponse.model_validate(data.structured_content)
     assert table.constant_columns.get("UNIT_MEASURE") == "USD"
     assert table.constant_columns.get("UNIT_MULT") == "6"
+    assert table.constant_columns.get("DECIMALS") == "3"
+    # A Group's attributes reach the series its key names.
+    assert table.constant_columns.get("AVAILABILITY") == "K"
+    assert any("UNIT_MULT=6" in hint for hint in table.hints)
 
 
 @pytest.mark.parametrize("pid", ["UNICEF", "BIS"])
