@@ -181,13 +181,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return corpus, db
 
 
+def _copy(tmp_path: Path, built: tuple[Path, Path]) -> tuple[Path, Path]:
+    """This test's own copy of the built corpus and of its index."""
+    corpus, db = tmp_path / "corpus", tmp_path / "index.sqlite"
+    shutil.copytree(built[0], corpus)
+    shutil.copyfile(built[1], db)
+    return corpus, db
+
+
 @pytest.mark.parametrize("change", list(CHANGES), ids=list(CHANGES))
 def test_an_incremental_build_is_the_full_build(tmp_path: Path, built: tuple[Path, Path], change: str) -> None:
     apply, kind, counts = CHANGES[change]
-    corpus = tmp_path / "corpus"
-    shutil.copytree(built[0], corpus)
-    incremental, full = tmp_path / "incremental.sqlite", tmp_path / "full.sqlite"
-    shutil.copyfile(built[1], incremental)
+    corpus, incremental = _copy(tmp_path, built)
+    full = tmp_path / "full.sqlite"
     documents_before = len(_rows(incremental)["documents"])  # type: ignore[arg-type]
     apply(corpus)
 
@@ -216,10 +222,8 @@ def test_an_incremental_build_is_the_full_build(tmp_path: Path, built: tuple[Pat
 
 def test_a_removed_hard_link_gives_the_file_its_own_level_back(tmp_path: Path, built: tuple[Path, Path]) -> None:
     """The previous index holds the file at its link's level: it is parsed again, not copied."""
-    corpus = tmp_path / "corpus"
-    shutil.copytree(built[0], corpus)
-    db, full = tmp_path / "index.sqlite", tmp_path / "full.sqlite"
-    shutil.copyfile(built[1], db)
+    corpus, db = _copy(tmp_path, built)
+    full = tmp_path / "full.sqlite"
     _link(corpus)
     assert _ingest(corpus, db).build == "incremental"
     _unlink(corpus)
@@ -235,10 +239,7 @@ def test_a_removed_hard_link_gives_the_file_its_own_level_back(tmp_path: Path, b
 
 
 def test_a_moved_document_leaves_every_lower_ceiling(tmp_path: Path, built: tuple[Path, Path]) -> None:
-    corpus = tmp_path / "corpus"
-    shutil.copytree(built[0], corpus)
-    db = tmp_path / "index.sqlite"
-    shutil.copyfile(built[1], db)
+    corpus, db = _copy(tmp_path, built)
     _move_up(corpus)
     report = _ingest(corpus, db)
     assert report.build == "incremental"
@@ -261,10 +262,7 @@ def test_a_moved_document_leaves_every_lower_ceiling(tmp_path: Path, built: tupl
 
 
 def test_a_deleted_document_leaves_search_and_counts(tmp_path: Path, built: tuple[Path, Path]) -> None:
-    corpus = tmp_path / "corpus"
-    shutil.copytree(built[0], corpus)
-    db = tmp_path / "index.sqlite"
-    shutil.copyfile(built[1], db)
+    corpus, db = _copy(tmp_path, built)
     before = _ingest(corpus, db)
     assert before.build == "incremental" and before.files_copied == before.documents_indexed
     _delete(corpus)
@@ -281,10 +279,7 @@ def test_a_deleted_document_leaves_search_and_counts(tmp_path: Path, built: tupl
 
 def test_warnings_of_copied_documents_are_reported_again(tmp_path: Path, built: tuple[Path, Path]) -> None:
     """The credential-shaped text of the sample corpus is reported by every build, parsed or copied."""
-    corpus = tmp_path / "corpus"
-    shutil.copytree(built[0], corpus)
-    db = tmp_path / "index.sqlite"
-    shutil.copyfile(built[1], db)
+    corpus, db = _copy(tmp_path, built)
     full = _ingest(corpus, db, force=True)
     assert full.warnings and full.passages_refused
     _add(corpus)
@@ -295,10 +290,7 @@ def test_warnings_of_copied_documents_are_reported_again(tmp_path: Path, built: 
 
 
 def test_force_parses_every_file(tmp_path: Path, built: tuple[Path, Path]) -> None:
-    corpus = tmp_path / "corpus"
-    shutil.copytree(built[0], corpus)
-    db = tmp_path / "index.sqlite"
-    shutil.copyfile(built[1], db)
+    corpus, db = _copy(tmp_path, built)
     _edit(corpus)
     report = _ingest(corpus, db, force=True)
     assert report.build == "full" and report.files_copied == 0
@@ -307,10 +299,7 @@ def test_force_parses_every_file(tmp_path: Path, built: tuple[Path, Path]) -> No
 
 def test_an_index_of_other_settings_is_not_copied_from(tmp_path: Path, built: tuple[Path, Path]) -> None:
     """Another model (or ceiling, or default level) means other rows: nothing is copied."""
-    corpus = tmp_path / "corpus"
-    shutil.copytree(built[0], corpus)
-    db = tmp_path / "index.sqlite"
-    shutil.copyfile(built[1], db)
+    corpus, db = _copy(tmp_path, built)
     _edit(corpus)
     report = ingest_corpus(corpus, db, HashEmbedder(model_id="test/other"), ceiling=RESTRICTED, progress=None)
     assert report.build == "full" and report.files_copied == 0
