@@ -8,9 +8,10 @@ A corpus that has not changed since the index was built is not rebuilt: a finger
 the corpus and of the settings that shape the index is stored in the index, and a new
 ingest compares it before parsing anything (see :func:`corpus_fingerprint`).
 
-A corpus that has changed is built incrementally: a file whose bytes and level are what
-they were when the index being replaced was built, under the same settings, is not parsed
-again; its document, passages, vectors and full-text entries are copied from that index
+A corpus that has changed is built incrementally: a file whose bytes are what they were
+when the index being replaced was built, under the same settings, is neither classified
+nor parsed again (its level and rows are a function of its path, its bytes and those
+settings); its document, passages, vectors and full-text entries are copied from that index
 into the new file (:meth:`IndexBuilder.copy_documents`), in the order and under the ids a
 full build would give them. Only changed and new files are parsed and embedded. The new
 file is still built beside the old one and renamed over it, so the old index serves until
@@ -160,8 +161,9 @@ def _copyable(
     document may be copied instead of parsed; None when the file must be read.
 
     Only when the previous index was built with the same settings (``previous`` is None
-    otherwise: ingest logic, schema, ceiling, default level, size limit, model, governance
-    rules, corpus folder) and the file's bytes hash as they did then. A file with other
+    otherwise: ingest logic, schema, ceiling, default level, size limit, passage cap, model,
+    governance rules; not the corpus folder's location, as rows hold relative paths) and the
+    file's bytes hash as they did then. A file with other
     names (hard links), now or when the previous index was built, is always read: which name
     is indexed, and its level, depend on them.
     Everything else a document's level and rows depend on is its path and its bytes, so the
@@ -199,8 +201,8 @@ def _read_corpus(
 
     The one loop both a build and a dry run go through, so a dry run shows exactly what a
     build would index, refuse and skip. With ``previous`` (an incremental build), a file
-    :func:`_copyable` finds unchanged is classified and guarded as any other, then copied
-    instead of parsed.
+    :func:`_copyable` finds unchanged is copied instead: the fingerprint walk has already run
+    the name and location guards on it, and its level and lifecycle are the stored ones.
     """
     parse_started = time.perf_counter()
     deterministic = True
