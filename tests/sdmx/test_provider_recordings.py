@@ -7,8 +7,8 @@ and the request each answers). A real HTTP server on 127.0.0.1
 providers.toml table; only ``base_url`` is pointed at the local server. The expected values
 were read from the files by hand.
 
-Legs not covered here (no licensed recording found): a UNICEF structure of a small flow, a
-BIS catalogue and a BIS constraint, and anything of ILO. tests/sdmx/test_more_providers.py
+Legs not covered here (no licensed recording found): a UNICEF structure under 200 KB (the CME
+one served here is 987 KB), a BIS catalogue and a BIS constraint, and anything of ILO. tests/sdmx/test_more_providers.py
 covers other legs on unlicensed recordings read from ../shared.
 """
 
@@ -45,6 +45,7 @@ from tests.sdmx.helpers import (
 RECORDINGS = {
     "UNICEF/dataflows.xml": "7c5a6664d99710abab97a0e98564f705604252ab1ffcab10612ec2e1a1f2fe31",
     "UNICEF/CME_MRY0T4_USA_BRA_2020.csv": "54fe261169532f6fdceb4a09c510304c8cb14cd5baac73b6b0ee18dcaa823e83",
+    "UNICEF/dataflow_CME_dsd.xml": "db79259488228c59a6e24cfda1ff8c89f03b8651987dd9783e121d06a32a3776",
     "BIS/read_datastructure_group.xml": "e82ddee899b8c3fc0eca737bfca7c0a4bbc936b026512611a95580286639f4f2",
     "BIS/generic_dataser_groups.xml": "aef51d9615ccec650011d97f353311e5f3a209a0066bfa6481ce81b4946e045c",
 }
@@ -156,6 +157,57 @@ def test_unicef_catalogue_and_csv_data_through_the_tools(make: Make, fake: FakeP
         f"{UNICEF_PATH}/dataflow/UNICEF/all/latest",
         f"{UNICEF_PATH}/data/{CME}/{CME_KEY}?endPeriod=2020&startPeriod=2020",
     ]
+
+
+def test_unicef_cme_structure_and_its_allowed_constraint_through_the_tools(make: Make, fake: FakeProviders) -> None:
+    # Recorded: dataflow/UNICEF/CME/1.0?references=all (dataflow CME, DSD_CME, 23 codelists,
+    # the Allowed constraint CME_WEATLH_QUINTILE), the request this server makes for a full reference.
+    fake.add(f"{UNICEF_PATH}/dataflow/UNICEF/CME/1.0?references=all", fixture("UNICEF/dataflow_CME_dsd.xml"))
+    (described,) = _call(make(), ("describe_dataset", {"dataset": CME, "provider": "UNICEF", "max_codes": 10}))
+
+    description = DatasetDescription.model_validate(described.structured_content)
+    assert (description.dataset, description.name) == (CME, "Child Mortality")
+    # DSD_CME has four dimensions and TIME_PERIOD.
+    assert description.key_template == "REF_AREA.INDICATOR.SEX.WEALTH_QUINTILE"
+    assert description.time_dimension == "TIME_PERIOD"
+    assert description.codes_source == "allowed_constraint"
+    dims = {d.id: d for d in description.dimensions}
+    assert [(d.position, d.id) for d in description.dimensions] == [
+        (1, "REF_AREA"),
+        (2, "INDICATOR"),
+        (3, "SEX"),
+        (4, "WEALTH_QUINTILE"),
+    ]
+    # Unconstrained dimensions list their whole codelist: CL_COUNTRY 454, CL_UNICEF_INDICATOR 738.
+    assert dims["REF_AREA"].name == "Geographic area"
+    assert dims["REF_AREA"].total_codes == 454 and len(dims["REF_AREA"].codes) == 10
+    assert (dims["REF_AREA"].codes[0].id, dims["REF_AREA"].codes[0].name) == ("ABW", "Aruba")
+    assert dims["INDICATOR"].total_codes == 738
+    assert (dims["INDICATOR"].codes[0].id, dims["INDICATOR"].codes[0].name) == ("CME", "Child mortality")
+    # SDMX:CL_SEX(2.1), 7 codes, none constrained; the file lists some names in French first
+    # (M: "Homme" before "Male"), the English one is taken.
+    sex = [(c.id, c.name) for c in dims["SEX"].codes]
+    assert dims["SEX"].total_codes == 7 and not dims["SEX"].truncated
+    assert sex[:3] == [("F", "Female"), ("M", "Male"), ("_N", "Non response")]
+    assert ("_T", "Total") in sex
+    # The constraint is a DataKeySet on WEALTH_QUINTILE alone: 6 of CL_WEALTH_QUINTILE's 16 codes
+    # (not B20, M40, R80, ...), in the constraint's order; an allowed constraint says nothing of data.
+    quintile = dims["WEALTH_QUINTILE"]
+    assert quintile.name == "Wealth Quintile" and quintile.total_codes == 6
+    assert [(c.id, c.name) for c in quintile.codes] == [
+        ("_T", "Total"),
+        ("Q1", "Lowest"),
+        ("Q2", "Second"),
+        ("Q3", "Middle"),
+        ("Q4", "Fourth"),
+        ("Q5", "Highest"),
+    ]
+    assert all(c.has_data is None for d in description.dimensions for c in d.codes)
+    assert any("allowed, not which have data" in hint for hint in description.hints)
+    assert description.source_url.endswith(f"{UNICEF_PATH}/dataflow/UNICEF/CME/1.0?references=all")
+
+    # A full reference needs no catalogue; the bundled table has no availableconstraint.
+    assert _paths(fake) == [f"{UNICEF_PATH}/dataflow/UNICEF/CME/1.0?references=all"]
 
 
 def _serve_bis(fake: FakeProviders) -> None:
