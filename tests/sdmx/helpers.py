@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import gzip
 import http.server
 import json
@@ -13,11 +15,20 @@ import textwrap
 import threading
 import xml.etree.ElementTree as ET
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
+from fastmcp import Client, FastMCP
+
+from governed_evidence.config import Classification, Settings
+from governed_evidence.mcp.calls import Calls, stdio_caller
+from governed_evidence.mcp.statistics import register_statistics_tools
+from governed_evidence.sdmx.service import SdmxService
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "sdmx"
@@ -356,3 +367,45 @@ def gzip_bomb(expanded: int, layers: int = 1) -> bytes:
     for _ in range(layers - 1):
         body = gzip.compress(body, 9)
     return body
+
+
+@contextlib.contextmanager
+def local_services(
+    tmp_path: Path, local: LocalProvider, providers: Callable[[str], str]
+) -> Iterator[Callable[[], SdmxService]]:
+    """Makers of services whose providers.toml is ``providers(origin)`` (``origin`` is the
+    local server's ``http://127.0.0.1:port``), all sharing one cache file; each service made
+    is closed afterwards."""
+    made: list[SdmxService] = []
+
+    def build() -> SdmxService:
+        file = tmp_path / f"providers-{len(made)}.toml"
+        file.write_text(providers(f"http://127.0.0.1:{local.port}"), encoding="utf-8")
+        settings = Settings(
+            db=tmp_path / "no-index.sqlite",
+            sdmx_cache_path=tmp_path / "sdmx-cache.sqlite",
+            sdmx_providers=file,
+            sdmx_max_retries=0,
+        )
+        service = SdmxService.from_settings(settings, sleep=lambda _: None)
+        made.append(service)
+        return service
+
+    try:
+        yield build
+    finally:
+        for service in made:
+            service.close()
+
+
+def call_statistics_tools(service: SdmxService, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
+    """Each ``(tool, arguments)`` through a real MCP client of the statistics tools, in order."""
+    app = FastMCP("test", mask_error_details=True)
+    levels = SimpleNamespace(ceiling=Classification.PUBLIC)
+    register_statistics_tools(app, service, Calls(levels, anonymous=stdio_caller(Classification.PUBLIC)))  # type: ignore[arg-type]
+
+    async def body() -> list[Any]:
+        async with Client(app) as client:
+            return [await client.call_tool(tool, args) for tool, args in calls]
+
+    return asyncio.run(body())

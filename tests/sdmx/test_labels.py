@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastmcp import Client, FastMCP
 
-from governed_evidence.config import Classification, Settings
+from governed_evidence.config import Classification
 from governed_evidence.invisible import find_invisible
 from governed_evidence.mcp.calls import Calls, stdio_caller
 from governed_evidence.mcp.statistics import register_statistics_tools
@@ -34,7 +34,9 @@ from tests.sdmx.helpers import (
     STRUCTURE_CT,
     FakeProviders,
     LocalProvider,
+    call_statistics_tools,
     fixture,
+    local_services,
     shared,
 )
 from tests.sdmx.test_provider_text import DATA as HIDDEN_DATA
@@ -56,41 +58,19 @@ def local(fake: FakeProviders) -> Iterator[LocalProvider]:
 @pytest.fixture
 def make(tmp_path: Path, local: LocalProvider) -> Iterator[Make]:
     """Services whose OECD, ECB and TEST providers are the local server (one cache file)."""
-    made: list[SdmxService] = []
 
-    def build() -> SdmxService:
-        providers = tmp_path / f"providers-{len(made)}.toml"
-        origin = f"http://127.0.0.1:{local.port}"
-        providers.write_text(
+    def providers(origin: str) -> str:
+        return (
             f'[providers.OECD]\nbase_url = "{origin}/public/rest"\n'
             f'[providers.ECB]\nbase_url = "{origin}/service"\n'
             f'[providers.TEST]\nname = "Test provider"\nbase_url = "{origin}/rest"\n'
         )
-        settings = Settings(
-            db=tmp_path / "no-index.sqlite",
-            sdmx_cache_path=tmp_path / "sdmx-cache.sqlite",
-            sdmx_providers=providers,
-            sdmx_max_retries=0,
-        )
-        service = SdmxService.from_settings(settings, sleep=lambda _: None)
-        made.append(service)
-        return service
 
-    yield build
-    for service in made:
-        service.close()
+    with local_services(tmp_path, local, providers) as build:
+        yield build
 
 
-def _call(service: SdmxService, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
-    app = FastMCP("test", mask_error_details=True)
-    levels = SimpleNamespace(ceiling=Classification.PUBLIC)
-    register_statistics_tools(app, service, Calls(levels, anonymous=stdio_caller(Classification.PUBLIC)))  # type: ignore[arg-type]
-
-    async def body() -> list[Any]:
-        async with Client(app) as client:
-            return [await client.call_tool(tool, args) for tool, args in calls]
-
-    return asyncio.run(body())
+_call = call_statistics_tools
 
 
 def _data(result: Any) -> DataResponse:

@@ -14,19 +14,12 @@ covers other legs on unlicensed recordings read from ../shared.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
-from fastmcp import Client, FastMCP
 
-from governed_evidence.config import Classification, Settings
-from governed_evidence.mcp.calls import Calls, stdio_caller
-from governed_evidence.mcp.statistics import register_statistics_tools
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.sdmx.providers import load_providers
 from governed_evidence.sdmx.service import SdmxService
@@ -36,8 +29,10 @@ from tests.sdmx.helpers import (
     STRUCTURE_CT,
     FakeProviders,
     LocalProvider,
+    call_statistics_tools,
     catalogue_of,
     fixture,
+    local_services,
 )
 
 #: Every file this module serves, with its sha256 as copied (PROVENANCE.md): a changed byte
@@ -71,40 +66,16 @@ def local(fake: FakeProviders) -> Iterator[LocalProvider]:
 @pytest.fixture
 def make(tmp_path: Path, local: LocalProvider) -> Iterator[Make]:
     """Services whose UNICEF and BIS tables are the bundled ones with the local server as base."""
-    made: list[SdmxService] = []
 
-    def build() -> SdmxService:
-        origin = f"http://127.0.0.1:{local.port}"
-        providers = tmp_path / f"providers-{len(made)}.toml"
-        providers.write_text(
-            f'[providers.UNICEF]\nbase_url = "{origin}{UNICEF_PATH}"\n'
-            f'[providers.BIS]\nbase_url = "{origin}{BIS_PATH}"\n'
-        )
-        settings = Settings(
-            db=tmp_path / "no-index.sqlite",
-            sdmx_cache_path=tmp_path / "sdmx-cache.sqlite",
-            sdmx_providers=providers,
-            sdmx_max_retries=0,
-        )
-        service = SdmxService.from_settings(settings, sleep=lambda _: None)
-        made.append(service)
-        return service
+    def providers(origin: str) -> str:
+        unicef = f'[providers.UNICEF]\nbase_url = "{origin}{UNICEF_PATH}"\n'
+        return unicef + f'[providers.BIS]\nbase_url = "{origin}{BIS_PATH}"\n'
 
-    yield build
-    for service in made:
-        service.close()
+    with local_services(tmp_path, local, providers) as build:
+        yield build
 
 
-def _call(service: SdmxService, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
-    app = FastMCP("test", mask_error_details=True)
-    levels = SimpleNamespace(ceiling=Classification.PUBLIC)
-    register_statistics_tools(app, service, Calls(levels, anonymous=stdio_caller(Classification.PUBLIC)))  # type: ignore[arg-type]
-
-    async def body() -> list[Any]:
-        async with Client(app) as client:
-            return [await client.call_tool(tool, args) for tool, args in calls]
-
-    return asyncio.run(body())
+_call = call_statistics_tools
 
 
 def _paths(fake: FakeProviders) -> list[str]:
