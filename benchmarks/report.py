@@ -204,7 +204,10 @@ def write_report(results: dict[str, Any], md_path: Path, json_path: Path, peers:
         }
     )
     if carried:
-        lines.append("- Carried over from earlier runs on the same machine (`--reuse`): " + "; ".join(carried) + ".")
+        # An earlier run may have been on another host: its figures compare with each other, not with this run's.
+        lines.append(
+            "- Carried over from earlier runs, possibly on another host (`--reuse`): " + "; ".join(carried) + "."
+        )
     if busy:
         lines += [
             "- **The machine was not idle**: other processes were running during the",
