@@ -22,7 +22,7 @@ from governed_evidence.ingest.guards import find_credentials, key_block_spans
 from governed_evidence.ingest.loaders import load_document
 from governed_evidence.ingest.report import IngestReport
 from governed_evidence.invisible import strip_invisible
-from governed_evidence.store.build import DocumentRow, PassageRow
+from governed_evidence.store.rows import DocumentRow, PassageRow
 from governed_evidence.store.text import search_text
 
 __all__ = [

@@ -52,10 +52,11 @@ from governed_evidence.ingest.reading import (
 from governed_evidence.ingest.report import IngestReport, ProgressFn, indexed_outcome, terminal_progress
 from governed_evidence.ingest.sources import Source, hard_link_groups, sources
 from governed_evidence.logging import get_logger
-from governed_evidence.store.build import CarryOver, CopiedDocument, IndexBuilder
+from governed_evidence.store.build import CarryOver, IndexBuilder
 from governed_evidence.store.lifecycle import Clock, utc_today
 from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.previous import KeptIndex, PreviousIndex, built_from, kept_index, previous_index
+from governed_evidence.store.rows import CopiedDocument
 
 __all__ = [
     "INGEST_LOGIC_VERSION",

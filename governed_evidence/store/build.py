@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -20,76 +19,16 @@ import apsw
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
 from governed_evidence.store.connection import connect
-from governed_evidence.store.lifecycle import Lifecycle
 from governed_evidence.store.meta import IndexMeta
+from governed_evidence.store.rows import CopiedDocument, DocumentRow, PassageRow
 from governed_evidence.store.schema import fts_table, schema_sql, terms_table, vocab_table
 
-__all__ = ["CarryOver", "CopiedDocument", "DocumentRow", "IndexBuilder", "PassageRow"]
+__all__ = ["CarryOver", "IndexBuilder"]
 
 #: Copies state another part keeps in the index file from the file being replaced (attached
 #: under the given schema name) into the new one. Handed in by whoever composes the build,
 #: so the store knows nothing of what that state is.
 CarryOver = Callable[[apsw.Connection, str], None]
-
-
-@dataclass
-class DocumentRow:
-    path: str
-    title: str
-    format: str
-    classification: Classification
-    content_hash: str
-    superseded_by: str | None
-    source_mtime: float
-    passage_count: int
-    refused_count: int
-    #: Status, owner and dates; a document other than ``current`` is kept out of search.
-    lifecycle: Lifecycle = field(default_factory=Lifecycle)
-    #: The rule that decided its level (front matter, rule, folder, default).
-    decided_by: str = ""
-    #: What parsing it reported (warnings, and passages refused as credential-shaped), kept
-    #: so a build that copies the document instead of parsing it reports the same.
-    warnings: tuple[str, ...] = ()
-    passages_refused: int = 0
-    #: Whether the file has other names (hard links), which took part in deciding its level.
-    hard_linked: bool = False
-
-
-@dataclass
-class PassageRow:
-    ordinal: int
-    citation_id: str
-    title: str
-    heading: str
-    line_start: int | None
-    line_end: int | None
-    page_start: int | None
-    page_end: int | None
-    classification: Classification
-    superseded: bool
-    #: What is stored and shown.
-    text: str
-    #: What the full-text index sees: the text without markup and link targets.
-    search_text: str
-    #: Identity of the embedder input, for reuse across rebuilds.
-    text_hash: str
-
-
-@dataclass(frozen=True)
-class CopiedDocument:
-    """A document of the index being replaced that the new build keeps as it was: its file's
-    bytes and level are unchanged, so its rows, passages and vectors are copied, not rebuilt.
-
-    ``path``, ``content_hash`` and ``classification`` are what the build decided from the
-    file now; the copy takes the previous row only where all three agree with it.
-    """
-
-    previous_id: int
-    path: str
-    content_hash: str
-    classification: Classification
-    #: The file's modification time now (a touched file keeps its bytes and its rows).
-    source_mtime: float
 
 
 #: The previous index, attached to the shadow file's connection for copying.
