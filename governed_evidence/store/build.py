@@ -19,6 +19,7 @@ import apsw
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
 from governed_evidence.store.connection import connect
+from governed_evidence.store.copying import COPY_PLAN_SQL, copy_run
 from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.rows import CopiedDocument, DocumentRow, PassageRow
 from governed_evidence.store.schema import fts_table, schema_sql, terms_table, vocab_table
@@ -33,17 +34,6 @@ CarryOver = Callable[[apsw.Connection, str], None]
 
 #: The previous index, attached to the shadow file's connection for copying.
 _SOURCE = "source"
-
-#: Columns copied as they are; ``id`` and ``source_mtime`` are the new build's own.
-_DOCUMENT_COPY = (
-    "path, title, format, classification, content_hash, status, superseded_by, "
-    "passage_count, refused_count, lifecycle, owner, review_by, effective, decided_by, warnings, passages_refused, "
-    "hard_linked"
-)
-_PASSAGE_COPY = (
-    "ordinal, citation_id, title, heading, line_start, line_end, page_start, page_end, "
-    "classification, searchable, text, search_text, text_hash"
-)
 
 
 def _remove_orphaned_shadows(target: Path) -> None:
@@ -99,11 +89,7 @@ class IndexBuilder:
         self.conn.execute("BEGIN")
         self.conn.execute(schema_sql(dimension, ceiling))
         if self._copying:
-            self.conn.execute(
-                "CREATE TEMP TABLE copy_plan (seq INTEGER PRIMARY KEY, previous_id INTEGER NOT NULL, "
-                "new_id INTEGER NOT NULL, path TEXT NOT NULL, content_hash TEXT NOT NULL, "
-                "classification INTEGER NOT NULL, source_mtime REAL NOT NULL)"
-            )
+            self.conn.execute(COPY_PLAN_SQL)
         self._committed = False
         #: Documents whose passages are stored but not searched (superseded, draft, deprecated).
         self._unsearched: set[int] = set()
@@ -217,55 +203,7 @@ class IndexBuilder:
             return 0
         if not self._copying:
             raise IngestError("this build has no previous index to copy from")
-        conn = self.conn
-        conn.execute("DELETE FROM temp.copy_plan")
-        (first,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM documents").fetchone() or (1,)
-        conn.executemany(
-            "INSERT INTO temp.copy_plan(seq, previous_id, new_id, path, content_hash, classification, source_mtime) "
-            "VALUES (?,?,?,?,?,?,?)",
-            [
-                (i, d.previous_id, int(first) + i, d.path, d.content_hash, int(d.classification), d.source_mtime)
-                for i, d in enumerate(run)
-            ],
-        )
-        conn.execute(
-            f"INSERT INTO documents(id, source_mtime, {_DOCUMENT_COPY}) "
-            f"SELECT m.new_id, m.source_mtime, {', '.join('d.' + c.strip() for c in _DOCUMENT_COPY.split(','))} "
-            f"FROM temp.copy_plan m JOIN {_SOURCE}.documents d ON d.id = m.previous_id AND d.path = m.path "
-            "AND d.content_hash = m.content_hash AND d.classification = m.classification ORDER BY m.seq"
-        )
-        if conn.changes() != len(run):
-            raise IngestError(
-                "the previous index changed while this build read it; nothing was replaced: run the ingest again"
-            )
-        # A passage is copied only at its document's level; one that is not would leave the
-        # document's declared count unmet, and verify() refuses the file.
-        conn.execute(
-            f"INSERT INTO passages(document_id, {_PASSAGE_COPY}) "
-            f"SELECT m.new_id, {', '.join('p.' + c.strip() for c in _PASSAGE_COPY.split(','))} "
-            f"FROM temp.copy_plan m JOIN {_SOURCE}.passages p ON p.document_id = m.previous_id "
-            "AND p.classification = m.classification ORDER BY m.seq, p.ordinal"
-        )
-        copied = int(conn.changes())
-        conn.execute(
-            "INSERT INTO passage_vectors(passage_id, embedding, classification, searchable) "
-            "SELECT n.id, v.embedding, n.classification, n.searchable FROM temp.copy_plan m "
-            "JOIN passages n ON n.document_id = m.new_id "
-            f"JOIN {_SOURCE}.passages p ON p.document_id = m.previous_id AND p.ordinal = n.ordinal "
-            f"JOIN {_SOURCE}.passage_vectors v ON v.passage_id = p.id ORDER BY n.id"
-        )
-        for level in Classification:
-            if level > self.ceiling:
-                break
-            # The indexed body, as add_passage indexes it: search_text where it was stored.
-            conn.execute(
-                f"INSERT INTO {fts_table(level)}(rowid, title, heading, body) "
-                "SELECT n.id, n.title, n.heading, coalesce(n.search_text, n.text) FROM temp.copy_plan m "
-                "JOIN passages n ON n.document_id = m.new_id WHERE n.searchable = 1 AND n.classification <= ? "
-                "ORDER BY n.id",
-                (int(level),),
-            )
-        return copied
+        return copy_run(self.conn, _SOURCE, self.ceiling, run)
 
     def verify(self) -> None:
         """Refuse to publish a file that fails integrity or whose parts disagree."""
