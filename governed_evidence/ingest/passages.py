@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from governed_evidence.config import Classification
 from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.chunker import Chunk, chunk_blocks
 from governed_evidence.ingest.classify import Classified, level_from_front_matter
@@ -25,14 +24,7 @@ from governed_evidence.invisible import strip_invisible
 from governed_evidence.store.rows import DocumentRow, PassageRow
 from governed_evidence.store.text import search_text
 
-__all__ = [
-    "MAX_PASSAGE_CHARS",
-    "MAX_SUPERSEDED_BY_CHARS",
-    "Prepared",
-    "citation_id",
-    "classification_warnings",
-    "prepare_document",
-]
+__all__ = ["MAX_PASSAGE_CHARS", "MAX_SUPERSEDED_BY_CHARS", "Prepared", "citation_id", "prepare_document"]
 
 #: Longest passage stored. Prose passages are at most a few thousand characters (the
 #: largest in the GSA handbook is about 8,300); the cap bounds what one citation can carry.
@@ -107,27 +99,6 @@ def _superseded_by(value: object) -> str | None:
     return text or None
 
 
-def classification_warnings(
-    rel: PurePosixPath, decided: Classified, level: Classification, governance: Governance, report: IngestReport
-) -> None:
-    """What a reviewer must see about how ``rel`` got its level ``level``: every build says
-    it, whether the document is parsed or copied unchanged from the previous index."""
-    for doubt in decided.doubts:
-        report.warnings.append((str(rel), f"{doubt}: classified restricted"))
-    ruled = governance.deciding(rel, "classification")
-    ruled_level = None if ruled is None else ruled.classification
-    if decided.decided_by == "front matter" and ruled is not None and ruled_level is not None and level < ruled_level:
-        # Front matter wins for one document, as documented; a reviewer should still see
-        # every document that lowers what the operator's rule says.
-        report.warnings.append(
-            (
-                str(rel),
-                f"front matter classification {level.label} is below {ruled_level.label} "
-                f"from {ruled.describe()} of {GOVERNANCE_FILE}: the front matter wins",
-            )
-        )
-
-
 def prepare_document(
     path: Path,
     rel: PurePosixPath,
@@ -141,6 +112,8 @@ def prepare_document(
     _sanitise(doc, fallback)
     for warning in doc.warnings:
         report.warnings.append((str(rel), warning))
+    for doubt in decided.doubts:
+        report.warnings.append((str(rel), f"{doubt}: classified restricted"))
     # The loader parsed the front matter again, from the whole sanitised text; should it
     # ever read a label the classification window did not, the stricter level holds.
     level = decided.level
@@ -148,13 +121,24 @@ def prepare_document(
     if loaded_level is not None and loaded_level > level:
         level = loaded_level
         report.warnings.append((str(rel), "front matter read differently from its first 64 KiB: stricter level kept"))
-    classification_warnings(rel, decided, level, governance, report)
     superseded_by = _superseded_by(
         doc.front_matter.values.get("superseded_by", decided.front.values.get("superseded_by"))
     )
     # Before any text is guarded or chunked: a document whose lifecycle cannot be read is
     # refused as a whole, and costs nothing more.
     lifecycle = document_lifecycle(rel, {**decided.front.values, **doc.front_matter.values}, governance)
+    ruled = governance.deciding(rel, "classification")
+    ruled_level = None if ruled is None else ruled.classification
+    if decided.decided_by == "front matter" and ruled is not None and ruled_level is not None and level < ruled_level:
+        # Front matter wins for one document, as documented; a reviewer should still see
+        # every document that lowers what the operator's rule says.
+        report.warnings.append(
+            (
+                str(rel),
+                f"front matter classification {level.label} is below {ruled_level.label} "
+                f"from {ruled.describe()} of {GOVERNANCE_FILE}: the front matter wins",
+            )
+        )
     # Refuse credential-shaped text at the block level (a paragraph, a table, a code
     # fence), before chunking, so one secret does not take its neighbours down with it.
     refused: dict[str, int] = {}
