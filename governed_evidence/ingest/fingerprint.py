@@ -39,7 +39,15 @@ __all__ = ["INGEST_LOGIC_VERSION", "CorpusDigest", "corpus_fingerprint", "finger
 INGEST_LOGIC_VERSION = 6
 
 
-def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: int) -> list[object]:
+@dataclass(frozen=True)
+class _State:
+    #: What goes into the digest for the file.
+    entry: list[object]
+    #: SHA-256 and modification time of a file read whole (the ones a build may copy).
+    whole: tuple[str, float] | None = None
+
+
+def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: int) -> _State:
     """What the build's outcome for one supported file depends on, found without parsing it.
 
     The same location guard as the build decides whether the file may be opened at all; a
@@ -55,17 +63,17 @@ def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: in
         check_name(str(rel))
         check_source_location(path, root, root_resolved=True)
     except FileRejectedError as exc:
-        return ["refused", str(exc)]
+        return _State(["refused", str(exc)])
     try:
         # Non-blocking, and checked again on the open descriptor: a pipe swapped in after the
         # location check must neither block the ingest nor be read.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        return ["unreadable", type(exc).__name__]
+        return _State(["unreadable", type(exc).__name__])
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return ["refused", "not a regular file"]
+            return _State(["refused", "not a regular file"])
         remaining = info.st_size if info.st_size <= max_file_bytes else FRONT_MATTER_LIMIT
         digest = hashlib.sha256()
         while remaining > 0:
@@ -74,9 +82,13 @@ def _source_state(path: Path, rel: PurePosixPath, root: Path, max_file_bytes: in
                 break
             digest.update(block)
             remaining -= len(block)
-        return ["file", info.st_size, digest.hexdigest(), info.st_mtime]
+        sha = digest.hexdigest()
+        # Content based, not time based: the modification time is not digested (touching a
+        # file keeps the fingerprint); it is only what a copied document records.
+        whole = (sha, info.st_mtime) if info.st_size <= max_file_bytes else None
+        return _State(["file", info.st_size, sha], whole)
     except OSError as exc:
-        return ["unreadable", type(exc).__name__]
+        return _State(["unreadable", type(exc).__name__])
     finally:
         os.close(fd)
 
@@ -126,35 +138,25 @@ def fingerprint(
         # The rules decide levels and what is searched: editing one must rebuild.
         "governance": governance,
     }
-    settings_json = json.dumps(settings, sort_keys=True).encode()
-    digest = hashlib.sha256(settings_json)
-    # Unsupported files never reach the index; they are listed by path (an added or removed
-    # one still rebuilds, conservatively) but never opened.
-    entries = sorted(
-        (
-            str(s.rel),
-            [
-                *(_source_state(s.path, s.rel, root, max_file_bytes) if s.supported else ["unsupported"]),
-                # Which names are one file changes which one is indexed, and at what level.
-                *(
-                    [["hard links", *map(str, groups[s.rel].indexable + groups[s.rel].other)]]
-                    if s.rel in groups
-                    else []
-                ),
-            ],
-        )
-        for s in sources
-    )
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     files: dict[PurePosixPath, tuple[str, float]] = {}
-    for rel, state in entries:
-        if state[0] == "file":
-            # Content based, not time based: touching a file (same bytes) keeps the fingerprint.
-            size, sha, mtime = state[1], str(state[2]), state[3]
-            del state[3]
-            if isinstance(size, int) and size <= max_file_bytes and isinstance(mtime, float):
-                files[PurePosixPath(rel)] = (sha, mtime)
+    entries: list[tuple[str, list[object]]] = []
+    for s in sources:
+        # Unsupported files never reach the index; they are listed by path (an added or
+        # removed one still rebuilds, conservatively) but never opened.
+        entry: list[object] = ["unsupported"]
+        if s.supported:
+            state = _source_state(s.path, s.rel, root, max_file_bytes)
+            entry = state.entry
+            if state.whole is not None:
+                files[s.rel] = state.whole
+        if s.rel in groups:
+            # Which names are one file changes which one is indexed, and at what level.
+            entry = [*entry, ["hard links", *map(str, groups[s.rel].indexable + groups[s.rel].other)]]
+        entries.append((str(s.rel), entry))
+    for rel, entry in sorted(entries):
         # One JSON line per file: unambiguous whatever characters a file name holds.
-        digest.update(json.dumps([rel, *state]).encode() + b"\n")
+        digest.update(json.dumps([rel, *entry]).encode() + b"\n")
     # What a document's rows depend on besides its path and bytes: the settings without the
     # corpus folder's location (rows hold paths relative to it, so a moved folder copies).
     rows_settings = json.dumps({k: v for k, v in settings.items() if k != "corpus"}, sort_keys=True).encode()

@@ -104,11 +104,10 @@ def copyable(
     Only when the previous index was built with the same settings (``previous`` is None
     otherwise: ingest logic, schema, ceiling, default level, size limit, passage cap, model,
     governance rules; not the corpus folder's location, as rows hold relative paths) and the
-    file's bytes hash as they did then. A file with other
-    names (hard links), now or when the previous index was built, is always read: which name
-    is indexed, and its level, depend on them.
-    Everything else a document's level and rows depend on is its path and its bytes, so the
-    copy is what classifying and parsing it again would give. A hash exists only for a file
+    file's bytes hash as they did then. A file with other names (hard links), now or when the
+    previous index was built, is always read: which name is indexed, and its level, depend
+    on them. Everything else a document's level and rows depend on is its path and its
+    bytes, so the copy is what classifying and parsing it again would give. A hash exists only for a file
     the fingerprint's guards let it open (name, location, regular file, size limit).
     """
     if previous is None or hashes is None or names is not None:
