@@ -31,7 +31,9 @@ __all__ = [
     "BUDGET_SHARE",
     "CANDIDATE_FACTOR",
     "FULL_QUERY_POSTINGS",
+    "K1",
     "POSTINGS_BUDGET",
+    "B",
     "RowTerms",
     "TableTotals",
     "coverage_idf",
@@ -42,8 +44,8 @@ __all__ = [
     "table_totals",
 ]
 
-_K1 = 1.2
-_B = 0.75
+K1 = 1.2
+B = 0.75
 #: Rows (summed document frequencies) the selective query may touch, at least. Chosen on the
 #: generated 100k corpus, where the re-scored top 10 matched the full query's top 10 on every
 #: query sampled; larger tables get :data:`BUDGET_SHARE` of their rows (the top-10 overlap
@@ -142,13 +144,13 @@ def score(
     totals: TableTotals,
 ) -> float:
     """FTS5's bm25 for one row, as a positive number (bm25() returns its negation)."""
-    norm = _K1 * (1.0 - _B + _B * row.length / totals.average_length) if totals.average_length > 0 else _K1
+    norm = K1 * (1.0 - B + B * row.length / totals.average_length) if totals.average_length > 0 else K1
     total = 0.0
     for phrase, weight_idf in zip(phrases, idfs, strict=True):
         freq = 0.0
         for column, weight in zip(row.columns, weights, strict=True):
             freq += weight * column.get(phrase, 0)
-        total += weight_idf * ((freq * (_K1 + 1.0)) / (freq + norm))
+        total += weight_idf * ((freq * (K1 + 1.0)) / (freq + norm))
     return total
 
 

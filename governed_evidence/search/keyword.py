@@ -1,7 +1,10 @@
 """The keyword side: FTS5's bm25 ranking, and the coverage signal the gate reads.
 
-Over a small table one FTS5 query over every word of the query is the cheapest plan. When
-the whole OR query would touch too many rows, FTS5 gets only the rarest words
+With the level's impact lists in memory (:mod:`impacts`, copied from the full-text index in
+the background) the whole query is ranked there and nothing below runs. Until then, or
+without the memory for them, FTS5 ranks. Over a small table one FTS5 query over every word
+of the query is the cheapest plan. When the whole OR query would touch too many rows, FTS5
+gets only the rarest words
 (:func:`bm25.selective_prefix`), returns a few times more candidates than needed, and those
 are re-scored with the whole query by the Python copy of FTS5's bm25 (:mod:`bm25`), using
 the table's own row count and average length.
@@ -9,15 +12,17 @@ the table's own row count and average length.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import apsw
 
 from governed_evidence.search import bm25, sql
-from governed_evidence.search.bm25 import RowTerms
 from governed_evidence.search.candidates import RowCache
+from governed_evidence.search.impacts import ImpactIndex
 from governed_evidence.search.plan import QueryPlan
 from governed_evidence.search.query import match_expression
 
-__all__ = ["KeywordRanker", "coverage"]
+__all__ = ["KeywordRanker", "coverage", "stems_held"]
 
 
 class KeywordRanker:
@@ -27,16 +32,25 @@ class KeywordRanker:
         self._totals: dict[tuple[tuple[int, int], int], bm25.TableTotals] = {}
 
     def rank(
-        self, conn: apsw.Connection, generation: tuple[int, int], plan: QueryPlan, depth: int, cache: RowCache
+        self,
+        conn: apsw.Connection,
+        generation: tuple[int, int],
+        plan: QueryPlan,
+        depth: int,
+        cache: RowCache,
+        impacts: ImpactIndex | None = None,
     ) -> list[int]:
-        """Passage ids, best first: FTS5 over the whole query, or over its selective words re-scored."""
+        """Passage ids, best first: the impact lists or FTS5 over the whole query, or FTS5 over
+        its selective words re-scored."""
         tokens, phrases = list(plan.tokens), list(plan.phrases)
         if not tokens:
             return []
+        # A token without exactly one stem is a multi-token phrase to FTS5; only FTS5 scores it.
+        if impacts is not None and impacts.level == plan.level and "" not in phrases:
+            return impacts.rank(phrases, depth)
         keep = bm25.selective_prefix(phrases, dict(plan.frequencies), plan.table_rows)
         present = [i for i in keep if plan.frequencies.get(phrases[i], 0) > 0]
         totals = None
-        # A token without exactly one stem is a multi-token phrase to FTS5; only FTS5 scores it.
         if len(keep) < len(tokens) and present and "" not in phrases:
             # Table statistics come from FTS5 itself, through any row the probe word matches.
             totals = self._table_totals(conn, generation, plan, match_expression([tokens[present[0]]]))
@@ -47,10 +61,9 @@ class KeywordRanker:
         )
         cache.fetch(candidates)
         idfs = [bm25.idf(totals.rows, plan.frequencies.get(p, 0)) for p in phrases]
+        terms = cache.terms()
         scores = {
-            pid: bm25.score(phrases, idfs, cache.terms[pid], sql.BM25_WEIGHTS, totals)
-            for pid in candidates
-            if pid in cache.terms
+            pid: bm25.score(phrases, idfs, terms[pid], sql.BM25_WEIGHTS, totals) for pid in candidates if pid in terms
         }
         return sorted(scores, key=lambda pid: (-scores[pid], pid))[:depth]
 
@@ -66,11 +79,19 @@ class KeywordRanker:
         return self._totals[key]
 
 
-def coverage(plan: QueryPlan, terms: dict[int, RowTerms]) -> dict[int, float]:
+def stems_held(plan: QueryPlan, cache: RowCache, impacts: ImpactIndex | None) -> dict[int, frozenset[str]]:
+    """Which of the query's stems each row read so far holds: from the impact lists when they
+    are of this level, else by tokenising the rows."""
+    if impacts is not None and impacts.level == plan.level:
+        return impacts.holding(plan.stems, cache.rows)
+    wanted = set(plan.stems)
+    return {pid: frozenset(row.terms & wanted) for pid, row in cache.terms().items()}
+
+
+def coverage(plan: QueryPlan, held: Mapping[int, frozenset[str]]) -> dict[int, float]:
     """IDF-weighted share of the query's stems present in each passage (0-1)."""
     if not plan.stems:
-        return dict.fromkeys(terms, 0.0)
+        return dict.fromkeys(held, 0.0)
     weights = {s: bm25.coverage_idf(plan.table_rows, plan.frequencies.get(s, 0)) for s in plan.stems}
     denominator = sum(weights.values()) or 1.0
-    wanted = set(plan.stems)
-    return {pid: sum(weights[s] for s in row.terms & wanted) / denominator for pid, row in terms.items()}
+    return {pid: sum(weights[s] for s in stems) / denominator for pid, stems in held.items()}

@@ -15,6 +15,7 @@ import apsw
 from governed_evidence.config import Classification
 from governed_evidence.errors import InvalidRequestError
 from governed_evidence.search import sql
+from governed_evidence.search.impacts import ImpactIndex
 from governed_evidence.search.limits import MAX_QUERY_CHARS
 from governed_evidence.search.query import query_tokens, token_stems
 from governed_evidence.store.meta import IndexMeta
@@ -53,16 +54,24 @@ def searched_level(ceiling: Classification, meta: IndexMeta) -> Classification:
     return min(ceiling, meta.ceiling)
 
 
-def plan_query(conn: apsw.Connection, meta: IndexMeta, level: Classification, text: str) -> QueryPlan:
+def plan_query(
+    conn: apsw.Connection, meta: IndexMeta, level: Classification, text: str, impacts: ImpactIndex | None = None
+) -> QueryPlan:
+    """The query's words, stems and their frequencies at ``level`` (from the impact lists when
+    they are of this level: the same counts, without a query)."""
     tokens = query_tokens(conn, text)
     phrases = token_stems(conn, tokens)
     stems = list(dict.fromkeys(p for p in phrases if p))
+    if impacts is not None and impacts.level == level:
+        frequencies = {s: n for s in stems if (n := impacts.frequency(s)) > 0}
+    else:
+        frequencies = sql.document_frequencies(conn, level, stems)
     return QueryPlan(
         text=text,
         level=level,
         tokens=tuple(tokens),
         phrases=tuple(phrases),
         stems=tuple(stems),
-        frequencies=sql.document_frequencies(conn, level, stems),
+        frequencies=frequencies,
         table_rows=meta.fts_row_count(level),
     )

@@ -27,7 +27,9 @@ from governed_evidence.logging import get_logger
 from governed_evidence.search import reading, sql
 from governed_evidence.search.candidates import RowCache
 from governed_evidence.search.gate import GateThresholds, apply_gate
-from governed_evidence.search.keyword import KeywordRanker, coverage
+from governed_evidence.search.held import HeldCopy
+from governed_evidence.search.impacts import ImpactCopier, ImpactIndex
+from governed_evidence.search.keyword import KeywordRanker, coverage, stems_held
 from governed_evidence.search.limits import (
     CONFIDENCE_LEVELS,
     DEFAULT_LIMIT,
@@ -42,7 +44,7 @@ from governed_evidence.search.query_embedder import Embedded, QueryEmbedder
 from governed_evidence.search.ranking import CANDIDATES, Candidate, Ranking, assemble
 from governed_evidence.search.rerank import Reranker, rerank_outcome
 from governed_evidence.search.results import search_response
-from governed_evidence.search.vectors import HeldVectors, MemoryBudget
+from governed_evidence.search.vectors import HeldVectors, MemoryBudget, VectorCopier
 from governed_evidence.store.connection import IndexReader
 from governed_evidence.store.lifecycle import Clock, utc_today
 
@@ -75,27 +77,36 @@ class SearchService:
         self.thresholds = thresholds or GateThresholds()
         self.reranker = reranker
         self.query_embedder = QueryEmbedder(embedder_factory)
-        self.vectors = HeldVectors(self.reader, vector_memory_bytes, ceiling)
+        # One budget for both copies: the keyword impact lists are held only beside the vectors.
+        budget = (
+            vector_memory_bytes if isinstance(vector_memory_bytes, MemoryBudget) else MemoryBudget(vector_memory_bytes)
+        )
+        self.vectors = HeldVectors(self.reader, budget, ceiling)
+        self.impacts: HeldCopy[ImpactIndex] = HeldCopy(self.reader, budget, ceiling)
         self._keyword = KeywordRanker()
         self._integrity: dict[tuple[int, int], str] = {}
 
     def warm(self) -> None:
-        """Load the query embedder and the in-memory vectors now (serving calls it at start)."""
+        """Load the query embedder, the in-memory vectors and the keyword impact lists now
+        (serving calls it at start, in the background)."""
         self.query_embedder.get()
         try:
             generation, conn, meta = self.reader.snapshot()
         except IndexUnavailableError:
             return
+        level = searched_level(self.ceiling, meta)
         try:
             if self.query_embedder.unavailable(meta) is None:
-                self.vectors.load(generation, conn, searched_level(self.ceiling, meta), meta.embedding_dimension)
+                self.vectors.load(generation, conn, level, VectorCopier(meta.embedding_dimension))
+            self.impacts.load(generation, conn, level, ImpactCopier())
         finally:
             # This thread's connection is not needed again.
             self.reader.close()
 
     def close(self) -> None:
-        """Stop any copy of the vectors in progress (the process is shutting down)."""
+        """Stop any copy in progress (the process is shutting down)."""
         self.vectors.close()
+        self.impacts.close()
 
     # -- search ---------------------------------------------------------------------
 
@@ -111,16 +122,17 @@ class SearchService:
         pending: Future[Embedded] | None = None
         matrix = None
         if unavailable is None:
-            matrix = self.vectors.get(generation, level, meta.embedding_dimension)
+            matrix = self.vectors.get(generation, level, VectorCopier(meta.embedding_dimension))
             # The query is embedded (and, with the vectors in memory, ranked) while the
             # full-text query runs here.
             pending = self.query_embedder.submit(text, matrix if mode != "keyword" else None, depth)
 
-        plan = plan_query(conn, meta, level, text)
+        impacts = self.impacts.get(generation, level, ImpactCopier())
+        plan = plan_query(conn, meta, level, text, impacts)
         cache = RowCache(conn, level)
         keyword_ids: list[int] = []
         if mode in ("hybrid", "keyword") and plan.tokens:
-            keyword_ids = self._keyword.rank(conn, generation, plan, depth, cache)
+            keyword_ids = self._keyword.rank(conn, generation, plan, depth, cache, impacts)
         query_vector = None
         nearest: list[tuple[int, float]] | None = None
         if pending is not None:
@@ -133,7 +145,7 @@ class SearchService:
         if unavailable is not None and mode != "keyword":
             search_mode, mode_reason = "keyword", unavailable
         if search_mode == "keyword" and mode == "semantic" and plan.tokens:
-            keyword_ids = self._keyword.rank(conn, generation, plan, depth, cache)
+            keyword_ids = self._keyword.rank(conn, generation, plan, depth, cache, impacts)
         semantic_ids: list[int] = []
         distances: dict[int, float] = {}
         if search_mode in ("hybrid", "semantic") and query_vector is not None:
@@ -158,7 +170,7 @@ class SearchService:
             keyword_ids,
             semantic_ids,
             distances=distances,
-            coverage=coverage(plan, cache.terms),
+            coverage=coverage(plan, stems_held(plan, cache, impacts)),
             rows=cache.rows,
             model_id=meta.embedding_model,
         )

@@ -19,8 +19,6 @@ is not in memory at all and cannot take a rank, move a score or be counted.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,9 +26,7 @@ import apsw
 import numpy as np
 
 from governed_evidence.config import Classification
-from governed_evidence.errors import IndexUnavailableError
-from governed_evidence.logging import get_logger
-from governed_evidence.store.connection import IndexReader
+from governed_evidence.search.held import HeldCopy, MemoryBudget
 
 __all__ = [
     "EXACT_ROWS",
@@ -38,6 +34,7 @@ __all__ = [
     "RESCORE_MIN",
     "HeldVectors",
     "MemoryBudget",
+    "VectorCopier",
     "VectorMatrix",
     "count_searchable",
     "load_matrix",
@@ -45,8 +42,6 @@ __all__ = [
     "rescore_count",
     "sign_codes",
 ]
-
-log = get_logger("search")
 
 #: Float32 bytes per dimension; the budget check multiplies it by rows and dimension.
 _FLOAT_BYTES = 4
@@ -226,40 +221,23 @@ def load_matrix(
     return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes)
 
 
-class MemoryBudget:
-    """Bytes of vector copies one process may hold, shared by every ceiling it serves.
+class VectorCopier:
+    """Sizes and takes the vector matrix for :class:`~governed_evidence.search.held.HeldCopy`."""
 
-    A server answering callers of several clearances holds one copy per level (a copy
-    never mixes levels: a public caller's scan never touches an internal vector). The
-    levels draw on this one budget, so three levels never cost more than it: a level whose
-    copy does not fit is answered by the vec0 KNN (the same ranking, only slower).
-    """
+    kind = "vectors"
 
-    def __init__(self, total_bytes: int) -> None:
-        self.total_bytes = total_bytes
-        self._held: dict[int, int] = {}
-        self._lock = threading.Lock()
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
 
-    def reserve(self, owner: object, nbytes: int) -> bool:
-        """Hold ``nbytes`` for ``owner`` (replacing what it held) if they fit beside the others'."""
-        with self._lock:
-            others = sum(n for key, n in self._held.items() if key != id(owner))
-            if others + nbytes > self.total_bytes:
-                return False
-            self._held[id(owner)] = nbytes
-            return True
+    def needed_bytes(self, conn: apsw.Connection, level: Classification) -> int:
+        # No dimension, no vectors to copy (-1: cannot be held); an empty level needs nothing.
+        return matrix_bytes(count_searchable(conn, level), self.dimension) if self.dimension > 0 else -1
 
-    def release(self, owner: object) -> None:
-        with self._lock:
-            self._held.pop(id(owner), None)
-
-    @property
-    def held_bytes(self) -> int:
-        with self._lock:
-            return sum(self._held.values())
+    def copy(self, conn: apsw.Connection, level: Classification, cancelled: Callable[[], bool]) -> VectorMatrix | None:
+        return load_matrix(conn, level, self.dimension, cancelled=cancelled)
 
 
-class HeldVectors:
+class HeldVectors(HeldCopy[VectorMatrix]):
     """The in-memory copy of one index file's searchable vectors, for one ceiling.
 
     Copied in the background on first need (or at start, by :meth:`load`), reloaded when a
@@ -267,101 +245,7 @@ class HeldVectors:
     shutdown. While there is no copy, callers use the vec0 KNN: exact, only slower.
     """
 
-    def __init__(self, reader: IndexReader, memory: int | MemoryBudget, ceiling: Classification) -> None:
-        self._reader = reader
-        #: A budget of 0: never held; the vec0 KNN answers every query.
-        self._budget = memory if isinstance(memory, MemoryBudget) else MemoryBudget(memory)
-        self.memory_bytes = self._budget.total_bytes
-        self._ceiling = ceiling
-        self._held: tuple[tuple[int, int], VectorMatrix] | None = None
-        self._attempted: set[tuple[int, int]] = set()
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-
     @property
     def matrix(self) -> VectorMatrix | None:
         """The copy held now, whichever file generation it belongs to."""
-        held = self._held
-        return held[1] if held is not None else None
-
-    @property
-    def generation(self) -> tuple[int, int] | None:
-        """The file generation of the copy held now (None without one)."""
-        held = self._held
-        return held[0] if held is not None else None
-
-    def get(self, generation: tuple[int, int], level: Classification, dimension: int) -> VectorMatrix | None:
-        """The copy of this file generation, or None (and a background copy is started)."""
-        held = self._held
-        if held is not None and held[0] == generation:
-            return held[1]
-        if self.memory_bytes <= 0 or self._closing.is_set():
-            return None
-        with self._lock:
-            if generation in self._attempted:
-                return None
-            self._attempted.add(generation)
-        threading.Thread(
-            target=self._background, args=(generation, level, dimension), name="vector-load", daemon=True
-        ).start()
-        return None
-
-    def close(self) -> None:
-        """Stop any copy in progress (the process is shutting down)."""
-        self._closing.set()
-
-    def _background(self, generation: tuple[int, int], level: Classification, dimension: int) -> None:
-        try:
-            current, conn, _ = self._reader.snapshot()
-            # A rebuild landed since the request: the next query asks for the new file.
-            if current == generation:
-                self.load(generation, conn, level, dimension)
-        except IndexUnavailableError:
-            pass
-        finally:
-            # This thread's connection is not needed again.
-            self._reader.close()
-
-    def load(self, generation: tuple[int, int], conn: apsw.Connection, level: Classification, dimension: int) -> None:
-        """Copy the vectors of ``generation`` now, unless held already or over the budget."""
-        with self._lock:
-            held = self._held
-            if held is not None and held[0] == generation:
-                return
-            self._attempted.add(generation)
-            if self.memory_bytes <= 0 or self._closing.is_set():
-                return
-            rows = count_searchable(conn, level)
-            needed = matrix_bytes(rows, dimension)
-            # Drop the previous file's copy first, so a rebuild never holds two.
-            self._held = None
-            self._budget.release(self)
-            if dimension <= 0 or not self._budget.reserve(self, needed):
-                log.warning(
-                    "vectors_not_held_in_memory",
-                    reason="larger than the vector memory budget"
-                    if needed > self.memory_bytes
-                    else "the vector memory budget is held by the other ceilings served",
-                    needed_mb=round(needed / 2**20, 1),
-                    budget_mb=round(self.memory_bytes / 2**20, 1),
-                    ceiling=self._ceiling.label,
-                )
-                return
-            started = time.perf_counter()
-            try:
-                matrix = load_matrix(conn, level, dimension, cancelled=self._closing.is_set)
-            except (apsw.Error, ValueError) as exc:
-                self._budget.release(self)
-                log.warning("vectors_not_held_in_memory", reason=type(exc).__name__)
-                return
-            if matrix is None:
-                self._budget.release(self)
-                return
-            self._held = (generation, matrix)
-        log.info(
-            "vectors_in_memory",
-            rows=matrix.rows,
-            mb=round(matrix.nbytes / 2**20, 1),
-            ceiling=self._ceiling.label,
-            ms=round((time.perf_counter() - started) * 1000, 1),
-        )
+        return self.copy
