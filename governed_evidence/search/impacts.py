@@ -21,9 +21,10 @@ signal), instead of re-tokenising every candidate's text per query.
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import apsw
 import numpy as np
@@ -59,9 +60,22 @@ class ImpactIndex:
     #: FTS5's own statistics: rows of the table (empty ones included) and mean length in tokens.
     totals: bm25.TableTotals
 
+    #: One score array per thread, reused: a fresh one per query costs more than the query
+    #: (the allocator maps new pages for anything this large, and each is faulted in again).
+    _buffers: threading.local = field(default_factory=threading.local, compare=False, repr=False)
+
     @property
     def rows(self) -> int:
         return int(self.ids.shape[0])
+
+    def _scratch(self) -> np.ndarray:
+        buffer: np.ndarray | None = getattr(self._buffers, "scores", None)
+        if buffer is None:
+            buffer = np.zeros(self.rows, dtype=np.float64)
+            self._buffers.scores = buffer
+        else:
+            buffer.fill(0.0)
+        return buffer
 
     @property
     def nbytes(self) -> int:
@@ -85,7 +99,11 @@ class ImpactIndex:
 
         A repeated stem counts each time, as in FTS5.
         """
-        scores = np.zeros(self.rows, dtype=np.float64)
+        return self._accumulate(phrases).copy()
+
+    def _accumulate(self, phrases: Sequence[str]) -> np.ndarray:
+        """:meth:`scores` in this thread's buffer (valid until the thread's next query)."""
+        scores = self._scratch()
         for phrase in phrases:
             found = self._postings(phrase)
             if found is None:
@@ -99,7 +117,7 @@ class ImpactIndex:
         """The ``depth`` best passage ids by bm25, best first (ties by passage id)."""
         if depth <= 0 or self.rows == 0:
             return []
-        scores = self.scores(phrases)
+        scores = self._accumulate(phrases)
         matched = np.flatnonzero(scores > 0.0)
         if matched.shape[0] > depth:
             matched = matched[np.argpartition(-scores[matched], depth - 1)[:depth]]
