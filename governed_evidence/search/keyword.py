@@ -83,7 +83,7 @@ def stems_held(plan: QueryPlan, cache: RowCache, impacts: ImpactIndex | None) ->
     """Which of the query's stems each row read so far holds: from the impact lists when they
     are of this level, else by tokenising the rows."""
     if impacts is not None and impacts.level == plan.level:
-        return impacts.holding(plan.stems, cache.rows)
+        return impacts.holding(plan.stems, cache.heads)
     wanted = set(plan.stems)
     return {pid: frozenset(row.terms & wanted) for pid, row in cache.terms().items()}
 

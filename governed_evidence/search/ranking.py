@@ -9,15 +9,17 @@ What the gate keeps is then served documents first (:mod:`diversity`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
+from governed_evidence.search.candidates import PassageHead, RowCache
 from governed_evidence.search.fusion import Fused, fuse
 from governed_evidence.search.gate import Signals, background_similarity, calibration_for, confidence
 from governed_evidence.search.limits import SearchMode
 from governed_evidence.search.rows import Passage
+from governed_evidence.search.stages import Stopwatch
 
-__all__ = ["CANDIDATES", "RERANK_DEPTH", "Candidate", "Ranking", "assemble"]
+__all__ = ["CANDIDATES", "RERANK_DEPTH", "Candidate", "Ranking", "assemble", "prefetch_rows"]
 
 #: How many candidates each ranking contributes before fusion and gating.
 CANDIDATES = 50
@@ -32,11 +34,16 @@ class Candidate:
     fused: Fused
     signals: Signals
     confidence: float
-    row: Passage
+    #: The passage, or its head until its row is read (only what is served is read whole).
+    head: Passage | PassageHead
 
     @property
     def document(self) -> str:
-        return self.row.document
+        return self.head.document
+
+    @property
+    def row(self) -> Passage:
+        return self.head if isinstance(self.head, Passage) else self.head.resolve()
 
 
 @dataclass
@@ -45,6 +52,19 @@ class Ranking:
     search_mode: SearchMode
     mode_reason: str | None
     candidates: list[Candidate]
+    #: Where the ranking's time went, stage by stage (the search goes on marking it).
+    watch: Stopwatch = field(default_factory=Stopwatch)
+
+
+def prefetch_rows(candidates: Iterable[Candidate]) -> None:
+    """Read the whole rows of ``candidates`` still held as heads, one query per cache."""
+    by_cache: dict[int, tuple[RowCache, list[int]]] = {}
+    for candidate in candidates:
+        head = candidate.head
+        if isinstance(head, PassageHead):
+            by_cache.setdefault(id(head.cache), (head.cache, []))[1].append(head.id)
+    for cache, ids in by_cache.values():
+        cache.prefetch(ids)
 
 
 def assemble(
@@ -54,7 +74,7 @@ def assemble(
     *,
     distances: Mapping[int, float],
     coverage: Mapping[int, float],
-    rows: Mapping[int, Passage],
+    rows: Mapping[int, Passage | PassageHead],
     model_id: str | None,
 ) -> list[Candidate]:
     """Fused candidates, best first, each with its confidence."""

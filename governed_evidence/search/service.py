@@ -41,9 +41,10 @@ from governed_evidence.search.limits import (
 from governed_evidence.search.models import IndexStatus, ReadPassageResponse, SearchResponse, SourcesResponse
 from governed_evidence.search.plan import plan_query, searched_level, validate_query
 from governed_evidence.search.query_embedder import Embedded, QueryEmbedder
-from governed_evidence.search.ranking import CANDIDATES, Candidate, Ranking, assemble
+from governed_evidence.search.ranking import CANDIDATES, Candidate, Ranking, assemble, prefetch_rows
 from governed_evidence.search.rerank import Reranker, rerank_outcome
 from governed_evidence.search.results import search_response
+from governed_evidence.search.stages import Stopwatch
 from governed_evidence.search.vectors import HeldVectors, MemoryBudget, VectorCopier
 from governed_evidence.store.connection import IndexReader
 from governed_evidence.store.lifecycle import Clock, utc_today
@@ -115,6 +116,7 @@ class SearchService:
         text = validate_query(query)
         if mode not in SEARCH_MODES:
             raise InvalidRequestError(f"mode must be one of: {', '.join(SEARCH_MODES)}")
+        watch = Stopwatch()
         generation, conn, meta = self.reader.snapshot()
         level = searched_level(self.ceiling, meta)
 
@@ -133,9 +135,11 @@ class SearchService:
 
         plan = plan_query(conn, meta, level, text, impacts)
         cache = RowCache(conn, level)
+        watch.mark("plan")
         keyword_ids: list[int] = []
         if mode in ("hybrid", "keyword") and plan.tokens:
             keyword_ids = self._keyword.rank(conn, generation, plan, depth, cache, impacts)
+        watch.mark("keyword")
         query_vector = None
         nearest: list[tuple[int, float]] | None = None
         if pending is not None:
@@ -143,6 +147,7 @@ class SearchService:
                 query_vector, nearest = pending.result()
             except EmbedderError as exc:
                 unavailable = f"meaning search unavailable: {exc}"
+        watch.mark("embedding_wait")
         search_mode: SearchMode = mode
         mode_reason: str | None = None
         if unavailable is not None and mode != "keyword":
@@ -159,27 +164,30 @@ class SearchService:
             for pid, distance in nearest:
                 semantic_ids.append(pid)
                 distances[pid] = distance
+        watch.mark("semantic")
 
         cache.fetch(set(keyword_ids) | set(semantic_ids))
-        keyword_ids = [p for p in keyword_ids if p in cache.rows]
-        semantic_ids = [p for p in semantic_ids if p in cache.rows]
+        keyword_ids = [p for p in keyword_ids if p in cache.heads]
+        semantic_ids = [p for p in semantic_ids if p in cache.heads]
         cache.keep_only(set(keyword_ids) | set(semantic_ids))
         if query_vector is not None:
-            missing = [p for p in cache.rows if p not in distances]
+            missing = [p for p in cache.heads if p not in distances]
             if matrix is not None:
                 distances.update(matrix.distances(query_vector, missing))
             else:
                 distances.update(sql.cosine_distances(conn, query_vector.tobytes(), missing))
+        watch.mark("rows")
         candidates = assemble(
             search_mode,
             keyword_ids,
             semantic_ids,
             distances=distances,
             coverage=coverage(plan, stems_held(plan, cache, impacts)),
-            rows=cache.rows,
+            rows=cache.heads,
             model_id=meta.embedding_model,
         )
-        return Ranking(mode, search_mode, mode_reason, candidates)
+        watch.mark("signals")
+        return Ranking(mode, search_mode, mode_reason, candidates, watch)
 
     def search(
         self,
@@ -199,6 +207,9 @@ class SearchService:
         # The reranker sees the best top_n of what the gate keeps, which may be more than limit.
         depth = limit if self.reranker is None else max(limit, self.reranker.top_n)
         outcome = apply_gate(ranking.candidates, threshold=threshold, enabled=self.gate_enabled, limit=depth)
+        # What is served (and what the reranker reads) is read whole, in one query.
+        prefetch_rows(outcome.kept)
+        ranking.watch.mark("gate")
         empty_reason = None
         if self.reranker is not None:
             reranked = rerank_outcome(
@@ -211,6 +222,7 @@ class SearchService:
             )
             outcome, empty_reason = reranked.outcome, reranked.reason
             ranking = dataclasses.replace(ranking, mode_reason=reranked.mode_reason)
+            ranking.watch.mark("rerank")
         response = search_response(
             ranking,
             outcome,
@@ -221,6 +233,7 @@ class SearchService:
             today=self.clock(),
             empty_reason=empty_reason,
         )
+        ranking.watch.mark("response")
         log.info(
             "search",
             mode=ranking.search_mode,
@@ -229,6 +242,7 @@ class SearchService:
             withheld=outcome.withheld,
             ceiling=self.ceiling.label,
             ms=round((time.perf_counter() - started) * 1000, 2),
+            stages_ms=ranking.watch.rounded(),
         )
         return response
 

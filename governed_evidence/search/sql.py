@@ -23,6 +23,7 @@ __all__ = [
     "level_counts",
     "neighbours",
     "passage_by_citation",
+    "passage_documents",
     "passages_by_id",
     "quick_check",
     "vector_ranking",
@@ -81,6 +82,19 @@ def passages_by_id(conn: apsw.Connection, level: Classification, ids: set[int]) 
         (*ordered, int(level)),
     ).fetchall()
     return {passage.id: passage for passage in map(Passage.from_row, rows)}
+
+
+def passage_documents(conn: apsw.Connection, level: Classification, ids: set[int]) -> dict[int, str]:
+    """The document path of each searchable passage of ``ids`` at or below ``level``."""
+    if not ids:
+        return {}
+    ordered = sorted(ids)
+    marks = ",".join("?" * len(ordered))
+    rows = conn.execute(
+        f"SELECT p.id, d.path {PASSAGE_FROM} WHERE p.id IN ({marks}) AND p.classification <= ? AND p.searchable = 1",
+        (*ordered, int(level)),
+    )
+    return {int(pid): str(path) for pid, path in rows}
 
 
 def passage_by_citation(conn: apsw.Connection, ceiling: Classification, citation_id: str) -> Passage | None:

@@ -256,3 +256,20 @@ def test_index_built_at_public_served_at_restricted(tmp_path: Path, corpus: Path
         db, ceiling=Classification.RESTRICTED, embedder_factory=lambda: hash_embedder, gate_enabled=False
     )
     assert {r.classification for r in svc.search("train fares leave", limit=20).results} == {"public"}
+
+
+def test_every_search_logs_where_its_time_went(service_factory: Factory) -> None:
+    import structlog.testing
+
+    svc = service_factory(Classification.INTERNAL)
+    with structlog.testing.capture_logs() as logs:
+        svc.search("travel expenses receipts")
+        svc.search("travel expenses receipts", mode="keyword")
+    events = [e for e in logs if e.get("event") == "search"]
+    assert len(events) == 2
+    for event in events:
+        stages = event["stages_ms"]
+        assert list(stages) == ["plan", "keyword", "embedding_wait", "semantic", "rows", "signals", "gate", "response"]
+        assert all(ms >= 0 for ms in stages.values())
+        # The stages are parts of the search, never more than the whole.
+        assert sum(stages.values()) <= event["ms"] + 0.01
