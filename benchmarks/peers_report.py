@@ -104,7 +104,8 @@ def peers_section(peers: dict[str, Any]) -> list[str]:
         "words and the Snowball stemmer) and numpy's exact dot product on one BLAS thread; LanceDB's own hybrid "
         "query (native full-text index with stemming, `RRFReranker`) over a flat (exact) vector scan or an "
         "IVF_HNSW_SQ index. LanceDB runs its own thread pools; the others search on one thread (the project "
-        "embeds and ranks vectors on a second thread while FTS5 runs).",
+        "ranks both sides from its in-memory copies, loaded before timing: the vector matrix and the keyword "
+        "impact lists; the query vector is handed over by its embedding thread).",
         "- **Quality.** nDCG@10 and recall@100 rank 100 candidates a side; passages map to their SciFact "
         "abstract (an abstract counts at its first passage), judged by the test qrels of the abstracts the "
         "corpus holds at the ceiling (a query with none of its relevant abstracts there is left out; the notes "
