@@ -84,13 +84,28 @@ class Case:
     embedder: Embedder
     services: list[SearchService] = field(default_factory=list)
 
-    def service(self, db: Path, ceiling: Classification, *, gate: bool = False) -> SearchService:
-        svc = SearchService(db, ceiling=ceiling, embedder_factory=lambda: self.embedder, gate_enabled=gate)
+    def service(self, db: Path, ceiling: Classification, *, gate: bool = False, held: bool = False) -> SearchService:
+        """A service on ``db``; ``held``: with its in-memory copies (vectors, keyword impact lists) loaded."""
+        svc = SearchService(
+            db,
+            ceiling=ceiling,
+            embedder_factory=lambda: self.embedder,
+            gate_enabled=gate,
+            vector_memory_bytes=HELD_MEMORY if held else 0,
+        )
+        if held:
+            svc.warm()
+            assert svc.impacts.copy is not None and svc.vectors.matrix is not None
         self.services.append(svc)
         return svc
 
-    def pair(self, ceiling: Classification, *, gate: bool = False) -> tuple[SearchService, SearchService]:
-        return self.service(self.full, ceiling, gate=gate), self.service(self.reference, ceiling, gate=gate)
+    def pair(
+        self, ceiling: Classification, *, gate: bool = False, held: bool = False
+    ) -> tuple[SearchService, SearchService]:
+        return (
+            self.service(self.full, ceiling, gate=gate, held=held),
+            self.service(self.reference, ceiling, gate=gate, held=held),
+        )
 
     def close(self) -> None:
         for svc in self.services:
@@ -278,6 +293,10 @@ def _classifications(value: Any) -> list[str]:
     return out
 
 
+#: Memory for the in-memory copies of the small test indexes (far more than they need).
+HELD_MEMORY = 1 << 30
+
+
 def _check_logs(found: Detectors, logs: LogCapture, tally: Tally) -> int:
     lines = logs.lines()
     for line in lines:
@@ -334,6 +353,51 @@ def test_search_probes_leak_nothing_and_match_the_reference(
     if name == "sample":
         assert len(case.probes) >= MIN_PROBES, f"only {len(case.probes)} probes were built"
     assert log_lines >= tally.calls, "every search is logged (and every log line was checked)"
+    assert not tally.leaks, f"{len(tally.leaks)} leaks in {tally.calls} calls, e.g. {tally.leaks[:5]}"
+    assert not tally.mismatches, f"{len(tally.mismatches)} answers moved, e.g. {tally.mismatches[:5]}"
+
+
+def _search_probes_held(case: Case, ceiling: Classification) -> Tally:
+    tally = Tally()
+    found = case.found[ceiling]
+    full, reference = case.pair(ceiling, held=True)
+    plain = case.service(case.full, ceiling)
+    for probe in case.probes:
+        for mode in MODES:
+            got = full.search(probe, limit=20, mode=mode, confidence_level="normal")  # type: ignore[arg-type]
+            expected = reference.search(probe, limit=20, mode=mode, confidence_level="normal")  # type: ignore[arg-type]
+            tally.calls += 2
+            label = f"{ceiling.label}/{mode}/{probe!r} (in-memory copies)"
+            tally.check(found, ceiling, label, got)
+            if got != expected:
+                tally.mismatches.append(label)
+            if mode == "keyword":
+                # The impact lists rank as FTS5 does, answer for answer. (The vector side's equal
+                # distances may come in either order from the two paths: tests/search/test_vectors.py.)
+                from_file = plain.search(probe, limit=20, mode=mode, confidence_level="normal")  # type: ignore[arg-type]
+                tally.calls += 1
+                if got != from_file:
+                    tally.mismatches.append(label + " differs from the answer served from the index file")
+    return tally
+
+
+def test_search_probes_with_the_in_memory_copies_leak_nothing(
+    hash_cases: dict[str, Case], captured_logs: LogCapture
+) -> None:
+    """The same probes ranked from the vector matrix and the keyword impact lists (as `serve`
+    does once they are loaded): nothing above the ceiling, answers equal to the reference
+    index's and to those served from the index file itself."""
+    case = hash_cases["sample"]
+    with ThreadPoolExecutor(max_workers=len(CEILINGS)) as pool:
+        parts = list(pool.map(lambda c: _search_probes_held(case, c), CEILINGS))
+    tally = Tally(
+        sum(t.calls for t in parts), [x for t in parts for x in t.leaks], [x for t in parts for x in t.mismatches]
+    )
+    log_lines = _check_logs(case.found[INTERNAL], captured_logs, tally)
+    figures.add("leakage, in-memory copies: tool calls", tally.calls)
+    figures.add("leakage, in-memory copies: leaks found", len(tally.leaks))
+    figures.add("leakage, in-memory copies: answers differing from the reference or the file", len(tally.mismatches))
+    assert log_lines >= tally.calls
     assert not tally.leaks, f"{len(tally.leaks)} leaks in {tally.calls} calls, e.g. {tally.leaks[:5]}"
     assert not tally.mismatches, f"{len(tally.mismatches)} answers moved, e.g. {tally.mismatches[:5]}"
 
