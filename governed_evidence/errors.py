@@ -1,7 +1,8 @@
 """The one exception tree of the package.
 
-``*`` marks the errors whose message reaches an MCP client (``mcp.errors.CALLER_FACING``,
-subclasses included); every other one is masked there with a fixed message.
+``*`` marks the errors whose message reaches a caller (:data:`CALLER_FACING`, subclasses
+included); every other one is masked for an MCP client with a fixed message
+(:func:`report_of` says what a caller is told, for the MCP tools and the command line alike).
 
 ::
 
@@ -52,12 +53,15 @@ from enum import StrEnum
 from typing import ClassVar
 
 __all__ = [
+    "CALLER_FACING",
     "ERROR_CODES",
+    "INTERNAL_ERROR_MESSAGE",
     "WARNING_CODES",
     "CodeInfo",
     "ConfigError",
     "EmbedderError",
     "ErrorCode",
+    "ErrorReport",
     "FileRejectedError",
     "GovernedEvidenceError",
     "IndexCorruptError",
@@ -76,6 +80,7 @@ __all__ = [
     "StatisticsError",
     "UnusableResponseError",
     "WarningCode",
+    "report_of",
 ]
 
 
@@ -310,3 +315,37 @@ class UnusableResponseError(StatisticsError):
     """A response was malformed, hostile (DTD, entities) or in a format this server does not read."""
 
     code = ErrorCode.UPSTREAM_UNUSABLE
+
+
+#: Errors whose message is written for the caller to act on (subclasses included).
+CALLER_FACING: tuple[type[GovernedEvidenceError], ...] = (
+    InvalidRequestError,
+    NotFoundError,
+    NotClearedError,
+    IndexUnavailableError,
+    EmbedderError,
+    StatisticsError,
+)
+
+#: What every masked error says in place of its own message.
+INTERNAL_ERROR_MESSAGE = "The server could not complete this request because of an internal error."
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """An error as a caller is told it: code, message, hint and, when known, the seconds to wait."""
+
+    code: ErrorCode
+    message: str
+    hint: str
+    retry_after_s: float | None = None
+
+
+def report_of(exc: BaseException) -> ErrorReport:
+    """What a caller is told of ``exc``: a caller-facing error's own code, message, hint and wait;
+    for anything else ``INTERNAL`` with the fixed message, since its text may name what a caller
+    must not see."""
+    if isinstance(exc, CALLER_FACING):
+        retry = getattr(exc, "retry_after_s", None)
+        return ErrorReport(exc.code, str(exc), exc.hint, retry)
+    return ErrorReport(ErrorCode.INTERNAL, INTERNAL_ERROR_MESSAGE, ERROR_CODES[ErrorCode.INTERNAL].hint)

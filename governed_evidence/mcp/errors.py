@@ -32,6 +32,9 @@ by fastmcp before a tool runs) are given the same form with ``INVALID_ARGUMENT``
 (:class:`ErrorForm`), naming each argument and what it broke without echoing its value.
 Text only, so every client and every model reads it the same way; the text depends on
 nothing but the error, which keeps a denied citation id byte for byte like a missing one.
+Which error keeps its message, and its code, hint and wait, is decided by
+:func:`~governed_evidence.errors.report_of`, which ``governed-evidence stats`` uses too, so
+the command line and the tools report one error alike.
 """
 
 from __future__ import annotations
@@ -50,15 +53,13 @@ from fastmcp.tools import ToolResult
 from pydantic import ValidationError as PydanticValidationError
 
 from governed_evidence.errors import (
+    CALLER_FACING,
     ERROR_CODES,
-    EmbedderError,
+    INTERNAL_ERROR_MESSAGE,
     ErrorCode,
-    GovernedEvidenceError,
-    IndexUnavailableError,
     InvalidRequestError,
-    NotClearedError,
     NotFoundError,
-    StatisticsError,
+    report_of,
 )
 from governed_evidence.logging import get_logger
 
@@ -81,7 +82,6 @@ __all__ = [
 T = TypeVar("T")
 log = get_logger("mcp")
 
-INTERNAL_ERROR_MESSAGE = "The server could not complete this request because of an internal error."
 #: Most schema violations named in one INVALID_ARGUMENT error.
 _MAX_VIOLATIONS = 5
 #: The hint of arguments outside a tool's published schema.
@@ -100,17 +100,6 @@ def error_text(code: ErrorCode, message: str, hint: str, retry_after_s: float | 
 
 #: What every masked error reads as.
 INTERNAL_ERROR_TEXT = error_text(ErrorCode.INTERNAL, INTERNAL_ERROR_MESSAGE, ERROR_CODES[ErrorCode.INTERNAL].hint)
-
-
-#: Errors whose message is written for the caller to act on (subclasses included).
-CALLER_FACING: tuple[type[Exception], ...] = (
-    InvalidRequestError,
-    NotFoundError,
-    NotClearedError,
-    IndexUnavailableError,
-    EmbedderError,
-    StatisticsError,
-)
 
 
 #: Caller-facing errors that are the caller's own doing, answered as designed: nothing for
@@ -134,10 +123,10 @@ def to_tool_error(exc: BaseException) -> ToolError:
 
     fastmcp logs the tool error it is handed at the error's ``log_level``.
     """
-    if isinstance(exc, CALLER_FACING) and isinstance(exc, GovernedEvidenceError):
-        retry = getattr(exc, "retry_after_s", None)
-        return ToolError(error_text(exc.code, str(exc), exc.hint, retry), log_level=log_level_of(exc))
-    return ToolError(INTERNAL_ERROR_TEXT, log_level=log_level_of(exc))
+    report = report_of(exc)
+    return ToolError(
+        error_text(report.code, report.message, report.hint, report.retry_after_s), log_level=log_level_of(exc)
+    )
 
 
 def run_tool(

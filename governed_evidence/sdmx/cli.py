@@ -1,23 +1,26 @@
 """``governed-evidence stats datasets|describe|data``: the statistics tools for people.
 
 ``--json`` prints exactly what the MCP tool returns, and on failure one JSON object too
-(``error``: the error's class, ``message``: its text; exit code 2 for a bad argument, 1
-otherwise), so a script reading stdout never has to parse a traceback or stderr. Handlers
-take ``(args, settings)`` and return an exit code, like the other commands; without
-``--json`` errors surface through the main CLI's one error path.
+(``error``: the error's class, ``message``: its text, ``code`` and ``hint``: the stable code
+and recovery hint the MCP tools give for the same error, ``retry_after_s`` when the wait is
+known; exit code 2 for a bad argument, 1 otherwise), so a script reading stdout never has to
+parse a traceback or stderr. Without ``--json`` the message and the hint go to stderr, with
+the same exit codes. Handlers take ``(args, settings)`` and return an exit code, like the
+other commands.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governed_evidence.config import Settings
-from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
+from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError, report_of
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.sdmx.validate import MAX_CODES_LIMIT, MAX_ROWS_LIMIT, MAX_SEARCH_LIMIT
 
@@ -99,6 +102,24 @@ def print_data(r: DataResponse) -> None:
     _provenance(r)
 
 
+def _report_failure(exc: GovernedEvidenceError, *, as_json: bool) -> None:
+    """The failure with the code and hint the MCP tools give for it; the message stays the
+    error's own, as the operator's command line always showed it."""
+    report = report_of(exc)
+    if not as_json:
+        print(f"error: {exc}\nhint: {report.hint}", file=sys.stderr)
+        return
+    failure: dict[str, object] = {
+        "error": type(exc).__name__,
+        "message": str(exc),
+        "code": str(report.code),
+        "hint": report.hint,
+    }
+    if report.retry_after_s is not None:
+        failure["retry_after_s"] = report.retry_after_s
+    print(json.dumps(failure, indent=2))
+
+
 def _run(
     factory: ServiceFactory,
     call: Callable[[SdmxService, argparse.Namespace], Any],
@@ -112,13 +133,7 @@ def _run(
             finally:
                 service.close()
         except GovernedEvidenceError as exc:
-            if not args.json:
-                raise
-            failure: dict[str, object] = {"error": type(exc).__name__, "message": str(exc)}
-            retry_after = getattr(exc, "retry_after_s", None)
-            if retry_after is not None:
-                failure["retry_after_s"] = retry_after
-            print(json.dumps(failure, indent=2))
+            _report_failure(exc, as_json=args.json)
             # The exit codes of the main CLI's error path.
             return 2 if isinstance(exc, InvalidRequestError) else 1
         if args.json:

@@ -78,7 +78,7 @@ class SearchService:
         self.thresholds = thresholds or GateThresholds()
         self.reranker = reranker
         self.query_embedder = QueryEmbedder(embedder_factory)
-        # One budget for both copies: the keyword impact lists are held only beside the vectors.
+        # One budget for both in-memory copies (vectors, keyword impact lists), as for every level served.
         budget = (
             vector_memory_bytes if isinstance(vector_memory_bytes, MemoryBudget) else MemoryBudget(vector_memory_bytes)
         )
