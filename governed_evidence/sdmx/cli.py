@@ -5,8 +5,9 @@
 and recovery hint the MCP tools give for the same error, ``retry_after_s`` when the wait is
 known; exit code 2 for a bad argument, 1 otherwise), so a script reading stdout never has to
 parse a traceback or stderr. Without ``--json`` the message and the hint go to stderr, with
-the same exit codes. Handlers take ``(args, settings)`` and return an exit code, like the
-other commands.
+the same exit codes (a masked error, the operator's own to fix, without the hint a client
+would get). Handlers take ``(args, settings)`` and return an exit code, like the other
+commands.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governed_evidence.config import Settings
-from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError, report_of
+from governed_evidence.errors import ErrorCode, GovernedEvidenceError, InvalidRequestError, report_of
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.sdmx.validate import MAX_CODES_LIMIT, MAX_ROWS_LIMIT, MAX_SEARCH_LIMIT
 
@@ -107,7 +108,9 @@ def _report_failure(exc: GovernedEvidenceError, *, as_json: bool) -> None:
     error's own, as the operator's command line always showed it."""
     report = report_of(exc)
     if not as_json:
-        print(f"error: {exc}\nhint: {report.hint}", file=sys.stderr)
+        # A masked error's hint speaks of a server to a client; the operator's message names the fix.
+        hint = "" if report.code is ErrorCode.INTERNAL else f"\nhint: {report.hint}"
+        print(f"error: {exc}{hint}", file=sys.stderr)
         return
     failure: dict[str, object] = {
         "error": type(exc).__name__,

@@ -14,7 +14,10 @@ Every variant becomes rows of ``column → value`` in one pass, streaming:
 - SDMX-ML generic and structure-specific data, series or flat (3.0 data is
   structure-specific, read the same way), with the attributes a data set or a group
   gives its series on every row they apply to (an observation's own attribute comes
-  first, then its series', its group's, and the data set's);
+  first, then its series', its group's, and the data set's). A structure-specific group
+  writes its key and its attributes alike as XML attributes, so only the data structure's
+  dimension ids tell them apart: without them its groups are counted, not read
+  (:attr:`DataTable.unread_groups`);
 - SDMX-JSON 1.0 and 2.0 data (:mod:`~governed_evidence.sdmx.sdmxjson`), decoded whole
   under its own byte cap.
 
@@ -33,7 +36,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from xml.etree.ElementTree import Element
 
@@ -96,6 +99,8 @@ class DataTable:
     empty: set[str]
     #: Code labels the provider sent (column → code → label).
     labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Structure-specific groups left unread because no dimension ids were given.
+    unread_groups: int = 0
 
     def value(self, column: str, raw: str) -> Value:
         """Observation values as numbers (None when missing); everything else as text."""
@@ -120,6 +125,7 @@ class _Collector:
         self.varies: set[str] = set()
         self.labels: dict[str, dict[str, str]] = {}
         self._label_count = 0
+        self.unread_groups = 0
 
     def add(self, row: dict[str, str]) -> None:
         self.total += 1
@@ -151,7 +157,7 @@ class _Collector:
         lifted = [c for c in self.columns if c not in self.varies and c not in (TIME_PERIOD, OBS_VALUE)]
         constant = {c: self.first[c] for c in lifted if self.first[c] != ""}
         empty = {c for c in lifted if self.first[c] == ""}
-        return DataTable(list(self.columns), self.rows, self.total, constant, empty, self.labels)
+        return DataTable(list(self.columns), self.rows, self.total, constant, empty, self.labels, self.unread_groups)
 
 
 def _lines(body: bytes) -> Iterator[str]:
@@ -258,11 +264,13 @@ def _generic_obs(obs: Element, base: dict[str, str], time_id: str) -> dict[str, 
 
 
 class _Groups:
-    """Generic-data ``Group`` attributes, looked up by the key values of each series.
+    """``Group`` attributes, looked up by the key values of each series.
 
-    A group names some dimensions' values (``GroupKey``) and attributes for every series
-    with those values. Groups are indexed by the dimensions they name (a message has a
-    few group shapes, however many groups), so a row costs one lookup per shape.
+    A group names some dimensions' values and attributes for every series with those
+    values: generic data in ``GroupKey`` and ``Attributes``, structure-specific data as the
+    ``Group`` element's own XML attributes. Groups are indexed by the dimensions they name
+    (a message has a few group shapes, however many groups), so a row costs one lookup per
+    shape.
     """
 
     def __init__(self) -> None:
@@ -271,10 +279,24 @@ class _Groups:
         self.count = 0
 
     def add(self, group: Element) -> None:
+        """A generic-data group."""
         key: dict[str, str] = {}
         attributes: dict[str, str] = {}
         _values(_child(group, "GroupKey"), key)
         _values(_child(group, "Attributes"), attributes)
+        self._add(key, attributes)
+
+    def add_specific(self, group: Element, dimensions: Collection[str]) -> None:
+        """A structure-specific group: its XML attributes that name a dimension are its key."""
+        key: dict[str, str] = {}
+        attributes: dict[str, str] = {}
+        for name, value in group.attrib.items():
+            # Qualified attributes (xsi:type names the group's type) are not components.
+            if not name.startswith("{"):
+                (key if name in dimensions else attributes)[name] = value
+        self._add(key, attributes)
+
+    def _add(self, key: dict[str, str], attributes: dict[str, str]) -> None:
         if not key or not attributes:
             return
         self.count += 1
@@ -336,15 +358,16 @@ def _generic_unit(parent: str, tag: str) -> bool:
 
 
 def _specific_unit(parent: str, tag: str) -> bool:
-    # Structure-specific observations are unqualified Obs elements carrying attributes.
-    return tag == "Obs"
+    # Structure-specific observations and groups are unqualified elements carrying attributes;
+    # each group whole (they precede the data set's series).
+    return tag == "Obs" or (tag == "Group" and local(parent) == "DataSet")
 
 
 def _watched(tag: str) -> bool:
     return local(tag) in _WATCHED
 
 
-def _parse_xml(body: bytes, fmt: Format, out: _Collector) -> None:
+def _parse_xml(body: bytes, fmt: Format, out: _Collector, dimensions: Collection[str] | None) -> None:
     time_id = TIME_PERIOD
     #: The current series' key and attributes (None outside a series).
     base: dict[str, str] | None = None
@@ -370,7 +393,7 @@ def _parse_xml(body: bytes, fmt: Format, out: _Collector) -> None:
                 base = None
         elif element is not None:
             if name == "Group":
-                groups.add(element)
+                _add_group(groups, element, fmt, dimensions, out)
             elif name in _SERIES_PARTS:
                 _values(element, base if base is not None else dataset)
             else:
@@ -391,8 +414,26 @@ def _parse_xml(body: bytes, fmt: Format, out: _Collector) -> None:
         )
 
 
-def parse_data(fmt: Format, body: bytes, *, keep: int, max_rows: int) -> DataTable:
+def _add_group(
+    groups: _Groups, group: Element, fmt: Format, dimensions: Collection[str] | None, out: _Collector
+) -> None:
+    if fmt == "generic":
+        groups.add(group)
+    elif dimensions is not None:
+        groups.add_specific(group, dimensions)
+    else:
+        out.unread_groups += 1
+        if out.unread_groups > MAX_GROUPS:
+            raise UnusableResponseError("the provider's data has more groups than any SDMX data set")
+
+
+def parse_data(
+    fmt: Format, body: bytes, *, keep: int, max_rows: int, dimensions: Collection[str] | None = None
+) -> DataTable:
     """Parse a data response already classified as ``fmt``.
+
+    ``dimensions`` are the data structure's dimension ids, which tell a structure-specific
+    group's key from its attributes; without them such groups are only counted.
 
     Raises
     ------
@@ -405,7 +446,7 @@ def parse_data(fmt: Format, body: bytes, *, keep: int, max_rows: int) -> DataTab
     if fmt == "csv":
         _parse_csv(body, out)
     elif fmt in ("generic", "structurespecific"):
-        _parse_xml(body, fmt, out)
+        _parse_xml(body, fmt, out, dimensions)
     elif fmt == "json":
         read_json_data(body, out.add, out.label)
     else:

@@ -7,6 +7,12 @@ from the response where the provider sent them (SDMX-CSV with labels), else from
 cached structure's codelists. An empty selection is an empty table with hints saying why
 and which nearby keys have data (:mod:`~governed_evidence.sdmx.emptiness`).
 
+Structure-specific data writes a group's key and its attributes alike as XML attributes,
+so its groups are read with the data structure's dimension ids: those of the cached
+structure, else, only when the answer has such groups, of the structure fetched through
+the fetch path (cached, spent from the structure budget). Failing that, the table comes
+without the groups' attributes and a hint says so.
+
 Asked for ``labels``, the answer puts each code's label beside it (``REF_AREA`` then
 ``REF_AREA_label``, in the rows and in ``constant_columns``), fetching the dataset's
 structure through the fetch path (cached, spent from the structure budget) when neither
@@ -23,6 +29,7 @@ import re
 
 from governed_evidence.errors import InvalidRequestError, NotFoundError, StatisticsError
 from governed_evidence.sdmx.artefacts import DataStructure, StructureMessage
+from governed_evidence.sdmx.cache import CacheEntry
 from governed_evidence.sdmx.data import OBS_VALUE, TIME_PERIOD, DataTable, ordered_columns
 from governed_evidence.sdmx.emptiness import explain_empty
 from governed_evidence.sdmx.fetch import KEY_HINT, Fetcher, provenance
@@ -84,13 +91,20 @@ def observations(
             hint=KEY_HINT,
         )
     request = data_request(provider, ref, key, start, end)
-    (table, fmt), fetched = fetcher.fetch(provider, request, lambda e: parsed.table(provider, e, max_rows))
+    dimensions = _dimension_ids(dsd)
+    (table, fmt), fetched = fetcher.fetch(provider, request, lambda e: parsed.table(provider, e, max_rows, dimensions))
     hints: list[str] = []
     message = peeked[0] if peeked is not None else None
+    if table.unread_groups:
+        message, dsd, table = _with_groups(
+            fetcher, parsed, provider, ref, fetched.entry, max_rows, table, message, hints
+        )
     # Labels the provider sent are its answer for this table (a code without one is labelled
     # by itself); without them, and without a cached structure, the structure is asked for.
     if labels and message is None and not table.labels and _has_codes(table):
-        message = _structure_for_labels(fetcher, parsed, provider, ref, hints)
+        message = _structure(
+            fetcher, parsed, provider, ref, hints, "Codes are shown without labels", "describe_dataset names the codes"
+        )
         dsd = message.structure_for(message.dataflow(ref.id, ref.agency)) if message is not None else None
     dims = [d.id for d in dsd.dimensions] if dsd is not None else None
     columns = [c for c in ordered_columns(table.columns, dims) if c not in table.constant and c not in table.empty]
@@ -156,19 +170,54 @@ def _has_codes(table: DataTable) -> bool:
     return table.total_rows > 0 and any(c not in (TIME_PERIOD, OBS_VALUE) for c in table.columns)
 
 
-def _structure_for_labels(
-    fetcher: Fetcher, parsed: ParsedResponses, provider: Provider, ref: DatasetRef, hints: list[str]
+def _structure(
+    fetcher: Fetcher,
+    parsed: ParsedResponses,
+    provider: Provider,
+    ref: DatasetRef,
+    hints: list[str],
+    without: str,
+    then: str,
 ) -> StructureMessage | None:
-    """The dataset's structure for its codelists: one request through the fetch path, or None (and a hint)."""
+    """The dataset's structure: one request through the fetch path, or None and a hint saying what
+    the answer is ``without`` and what ``then`` does once the structure can be fetched."""
     try:
         message, _ = fetcher.fetch(provider, structure_request(provider, ref), parsed.structure)
     except (StatisticsError, NotFoundError, InvalidRequestError) as exc:
-        hints.append(
-            f"Codes are shown without labels: the dataset's structure could not be fetched ({exc.code}); "
-            "describe_dataset names the codes once it can be."
-        )
+        hints.append(f"{without}: the dataset's structure could not be fetched ({exc.code}); {then} once it can be.")
         return None
     return message
+
+
+def _dimension_ids(dsd: DataStructure | None) -> frozenset[str] | None:
+    return frozenset(d.id for d in dsd.dimensions) if dsd is not None else None
+
+
+_GROUPS_LEFT_OUT = "The attributes this answer's groups give their series are left out"
+
+
+def _with_groups(
+    fetcher: Fetcher,
+    parsed: ParsedResponses,
+    provider: Provider,
+    ref: DatasetRef,
+    entry: CacheEntry,
+    max_rows: int,
+    table: DataTable,
+    cached: StructureMessage | None,
+    hints: list[str],
+) -> tuple[StructureMessage | None, DataStructure | None, DataTable]:
+    """The structure, its data structure and the table read again with its groups, when the
+    answer has structure-specific groups and no data structure was at hand to read them
+    (``cached``: the cached structure, kept when none can be fetched)."""
+    message = _structure(fetcher, parsed, provider, ref, hints, _GROUPS_LEFT_OUT, "get_data gives them")
+    dsd = message.structure_for(message.dataflow(ref.id, ref.agency)) if message is not None else None
+    if dsd is None:
+        if message is not None:
+            hints.append(f"{_GROUPS_LEFT_OUT}: the dataset's structure does not say which of their values are keys.")
+        return message or cached, None, table
+    reread, _ = parsed.table(provider, entry, max_rows, _dimension_ids(dsd))
+    return message, dsd, reread
 
 
 def _label_text(text: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from governed_evidence.errors import UnusableResponseError
 from governed_evidence.sdmx.artefacts import StructureMessage
@@ -116,8 +116,13 @@ class ParsedResponses:
             self._catalogues[entry.provider] = (key, index)
         return index
 
-    def table(self, provider: Provider, entry: CacheEntry, keep: int) -> tuple[DataTable, Format | None]:
-        """The data in ``entry`` (its first ``keep`` rows), and its format; an empty selection is an empty table."""
+    def table(
+        self, provider: Provider, entry: CacheEntry, keep: int, dimensions: Collection[str] | None = None
+    ) -> tuple[DataTable, Format | None]:
+        """The data in ``entry`` (its first ``keep`` rows), and its format; an empty selection is an empty table.
+
+        ``dimensions`` (the data structure's dimension ids) let structure-specific groups be read.
+        """
         if entry.status == 404:
             # Cached only when it meant an empty selection (see fetch.check_status).
             return _empty(), None
@@ -129,7 +134,7 @@ class ParsedResponses:
             if "100" in error_codes(body):
                 return _empty(), None
             raise UnusableResponseError("the provider answered with an SDMX error message")
-        return parse_data(fmt, body, keep=keep, max_rows=self.max_rows_parsed), fmt
+        return parse_data(fmt, body, keep=keep, max_rows=self.max_rows_parsed, dimensions=dimensions), fmt
 
     def _opened(self, entry: CacheEntry) -> tuple[str, bytes]:
         """The entry's content type and body, out of a ZIP or gzip envelope when it came in one."""

@@ -283,6 +283,16 @@ def _dataflow(item: dict[str, Any]) -> Dataflow:
     )
 
 
+#: A constraint's kind as the SDMX-ML readers name it (the Fusion Metadata Registry writes ``"actual"``).
+_CONSTRAINT_KINDS = {"actual": "Actual", "allowed": "Allowed"}
+
+
+def _members(values: Any) -> list[str]:
+    """A cube region's values: plain strings, or objects with ``value`` (and validity dates, not kept)."""
+    found = (_str(_dict(v).get("value")) if isinstance(v, dict) else _str(v) for v in _list(values))
+    return [v for v in found if v]
+
+
 def _constraint(item: dict[str, Any]) -> Constraint:
     attachment = _dict(item.get("constraintAttachment"))
     attached = [r for v in attachment.values() for r in map(_urn_ref, _list(v)) if r is not None]
@@ -302,10 +312,10 @@ def _constraint(item: dict[str, Any]) -> Constraint:
                 start = _str(_dict(time_range.get("startPeriod")).get("period")) or None
                 end = _str(_dict(time_range.get("endPeriod")).get("period")) or None
             else:
-                key_values[dim] = [_str(v) for v in _list(kv.get("values")) if _str(v)]
+                key_values[dim] = _members(kv.get("values"))
         for part in _list(region.get("components")) + _list(region.get("attributes")):
             part = _dict(part)
-            attribute_values[str(part.get("id", ""))] = [_str(v) for v in _list(part.get("values")) if _str(v)]
+            attribute_values[str(part.get("id", ""))] = _members(part.get("values"))
     for key_set in _list(item.get("dataKeySets")):
         key_set = _dict(key_set)
         if key_set.get("isIncluded", True) is False:
@@ -322,11 +332,11 @@ def _constraint(item: dict[str, Any]) -> Constraint:
                     codes = key_values.setdefault(dim, [])
                     if code not in codes:
                         codes.append(code)
-    kind = item.get("type") or item.get("role") or "Actual"
+    kind = _str(item.get("type") or item.get("role")) or "Actual"
     return Constraint(
         agency=str(item.get("agencyID", "")),
         id=str(item.get("id", "")),
-        type=str(kind),
+        type=_CONSTRAINT_KINDS.get(kind.lower(), kind),
         attached=attached,
         include=include,
         key_values=key_values,

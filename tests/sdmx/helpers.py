@@ -398,14 +398,17 @@ def local_services(
             service.close()
 
 
-def call_statistics_tools(service: SdmxService, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
-    """Each ``(tool, arguments)`` through a real MCP client of the statistics tools, in order."""
+def call_statistics_tools(
+    service: SdmxService, *calls: tuple[str, dict[str, Any]], raise_on_error: bool = True
+) -> list[Any]:
+    """Each ``(tool, arguments)`` through a real MCP client of the statistics tools, in order
+    (a tool error is returned as the result instead of raised when ``raise_on_error`` is false)."""
     app = FastMCP("test", mask_error_details=True)
     levels = SimpleNamespace(ceiling=Classification.PUBLIC)
     register_statistics_tools(app, service, Calls(levels, anonymous=stdio_caller(Classification.PUBLIC)))  # type: ignore[arg-type]
 
     async def body() -> list[Any]:
         async with Client(app) as client:
-            return [await client.call_tool(tool, args) for tool, args in calls]
+            return [await client.call_tool(tool, args, raise_on_error=raise_on_error) for tool, args in calls]
 
     return asyncio.run(body())

@@ -274,3 +274,93 @@ def test_structure_specific_dataset_attributes_reach_every_row() -> None:
     table = parse_data("structurespecific", body, keep=10, max_rows=10)
     assert [(r["UNIT_MEASURE"], r["UNIT_MULT"]) for r in table.rows] == [("USD", "6"), ("USD", "9")]
     assert not {"action", "dataScope", "structureRef"} & set(table.columns)
+
+
+# Structure-specific groups, in the shape of pysdmx's tests/io/xml/sdmx21/reader/samples/str_ser_group.xml
+# (BIS_DER written by the library: ``<Group xsi:type="ns1:SiblingType" AVAILABILITY="K" DER_TYPE="U" ...>``
+# before the series, dimensions and attributes side by side as XML attributes).
+_SS_HEAD = (
+    b'<message:StructureSpecificData xmlns:message="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/message"'
+    b' xmlns:ss="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/data/structurespecific"'
+    b' xmlns:ns1="urn:sdmx:org.sdmx.infomodel.datastructure.DataStructure=X:X(1.0):ObsLevelDim:TIME_PERIOD"'
+    b' xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
+)
+_SS_DIMENSIONS = frozenset({"FREQ", "REF_AREA", "SECTOR"})
+
+
+def _ss(*parts: bytes, dataset: bytes = b"") -> bytes:
+    return (
+        _SS_HEAD + b'<message:DataSet ss:structureRef="X" xsi:type="ns1:DataSetType" ' + dataset + b">"
+        + b"".join(parts) + b"</message:DataSet></message:StructureSpecificData>"
+    )  # fmt: skip
+
+
+def _ss_group(kind: str, **values: str) -> bytes:
+    return (
+        f'<Group xsi:type="ns1:{kind}" '.encode() + " ".join(f'{k}="{v}"' for k, v in values.items()).encode() + b"/>"
+    )
+
+
+def _ss_message() -> bytes:
+    return _ss(
+        _ss_group("Sibling", REF_AREA="MX", AVAILABILITY="K", UNIT_MEASURE="MXN"),
+        _ss_group("BySector", SECTOR="B", TITLE="Banks"),
+        b'<Series FREQ="A" REF_AREA="MX" SECTOR="B"><Obs TIME_PERIOD="2020" OBS_VALUE="1"/>'
+        b'<Obs TIME_PERIOD="2021" OBS_VALUE="2" UNIT_MEASURE="EUR"/></Series>',
+        b'<Series FREQ="A" REF_AREA="JP" SECTOR="B" UNIT_MEASURE="JPY">'
+        b'<Obs TIME_PERIOD="2020" OBS_VALUE="3"/></Series>',
+        b'<Series FREQ="A" REF_AREA="CH" SECTOR="H"><Obs TIME_PERIOD="2020" OBS_VALUE="4"/></Series>',
+        dataset=b'UNIT_MEASURE="USD" AVAILABILITY="A"',
+    )
+
+
+def test_structure_specific_group_attributes_reach_their_series() -> None:
+    table = parse_data("structurespecific", _ss_message(), keep=10, max_rows=10, dimensions=_SS_DIMENSIONS)
+    rows = {(r["REF_AREA"], r["TIME_PERIOD"]): r for r in table.rows}
+    # Observation > series > group > data set.
+    assert rows["MX", "2020"]["UNIT_MEASURE"] == "MXN" and rows["MX", "2021"]["UNIT_MEASURE"] == "EUR"
+    assert rows["JP", "2020"]["UNIT_MEASURE"] == "JPY" and rows["CH", "2020"]["UNIT_MEASURE"] == "USD"
+    assert [r["AVAILABILITY"] for r in table.rows] == ["K", "K", "A", "A"]
+    # A second group type, keyed by another dimension, reaches the series it names.
+    assert [r.get("TITLE", "") for r in table.rows] == ["Banks", "Banks", "Banks", ""]
+    # The key and the group's type are not attributes of the series.
+    assert all(r["REF_AREA"] in ("MX", "JP", "CH") for r in table.rows)
+    assert not any(c.startswith("{") or c == "type" for c in table.columns)
+    assert table.unread_groups == 0
+
+
+def test_structure_specific_groups_need_the_dimension_ids() -> None:
+    table = parse_data("structurespecific", _ss_message(), keep=10, max_rows=10)
+    assert table.unread_groups == 2
+    assert "TITLE" not in table.columns
+    # What the series and the data set say still reaches the rows.
+    assert [r["AVAILABILITY"] for r in table.rows] == ["A", "A", "A", "A"]
+
+
+def test_a_structure_specific_group_without_attributes_is_ignored() -> None:
+    body = _ss(
+        _ss_group("Sibling", REF_AREA="MX"), b'<Series FREQ="A" REF_AREA="MX"><Obs TIME_PERIOD="2020"/></Series>'
+    )
+    table = parse_data("structurespecific", body, keep=10, max_rows=10, dimensions=_SS_DIMENSIONS)
+    assert table.columns == ["FREQ", "REF_AREA", "TIME_PERIOD"]
+
+
+def test_structure_specific_group_shapes_are_bounded() -> None:
+    groups = b"".join(_ss_group("G", **{f"D{i}": "x", "A": "1"}) for i in range(100))
+    dimensions = frozenset(f"D{i}" for i in range(100))
+    with pytest.raises(UnusableResponseError, match="kinds of group"):
+        parse_data("structurespecific", _ss(groups), keep=10, max_rows=10, dimensions=dimensions)
+
+
+@pytest.mark.parametrize("dimensions", [_SS_DIMENSIONS, None], ids=["read", "counted"])
+def test_structure_specific_groups_are_bounded_in_number(
+    dimensions: frozenset[str] | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import governed_evidence.sdmx.data as data
+
+    monkeypatch.setattr(data, "MAX_GROUPS", 3)
+    groups = b"".join(_ss_group("Sibling", REF_AREA=f"A{i}", AVAILABILITY="K") for i in range(4))
+    with pytest.raises(UnusableResponseError, match="more groups"):
+        parse_data("structurespecific", _ss(groups), keep=10, max_rows=10, dimensions=dimensions)
+    assert parse_data("structurespecific", _ss(groups[: groups.rindex(b"<Group")]), keep=10, max_rows=10,
+                      dimensions=dimensions).total_rows == 0  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import zipfile
 
 import pytest
@@ -116,6 +117,29 @@ def test_sdmx_json_structure_message_is_read_like_sdmx_ml() -> None:
     assert constraint.key_values["EXR_TYPE"] == ["NRP0", "ERU1", "ERC0", "SP00"]
     assert constraint.key_values["FREQ"] == ["A", "Q", "M"]
     assert [r.dataset for r in parse_json_catalogue(body)] == ["ECB,EXR,1.0"]
+
+
+def test_sdmx_json_cube_values_may_be_objects_and_kinds_lower_case() -> None:
+    """The Fusion Metadata Registry's form (tests/fixtures/sdmx/BIS/schema.json): ``{"value": ...}``
+    members and ``"type": "actual"``."""
+    body = json.dumps(
+        {
+            "data": {
+                "codelists": [],
+                "contentConstraints": [
+                    {"id": "C", "agencyID": "A", "type": "actual", "cubeRegions": [{"isIncluded": True, "keyValues": [
+                        {"id": "REF_AREA", "values": [{"value": "AT"}, {"value": "BE", "validFrom": "2020-01-01"}]},
+                        {"id": "FREQ", "values": ["Q", {"value": ""}, 7]},
+                    ], "attributes": [{"id": "OBS_STATUS", "values": [{"value": "A"}]}]}]},
+                    {"id": "D", "agencyID": "A", "role": "ALLOWED", "cubeRegions": []},
+                ],
+            }
+        }
+    ).encode()  # fmt: skip
+    actual, allowed = parse_json_structure(body).constraints
+    assert (actual.type, allowed.type) == ("Actual", "Allowed")
+    assert actual.key_values == {"REF_AREA": ["AT", "BE"], "FREQ": ["Q", "7"]}
+    assert actual.attribute_values == {"OBS_STATUS": ["A"]}
 
 
 def test_non_sdmx_json_structures_are_refused() -> None:

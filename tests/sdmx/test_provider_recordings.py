@@ -7,9 +7,14 @@ and the request each answers). A real HTTP server on 127.0.0.1
 providers.toml table; only ``base_url`` is pointed at the local server. The expected values
 were read from the files by hand.
 
+The BIS leg of a catalogue and an Actual constraint is served from the BIS registry's own
+SDMX-JSON answers (BIS/details.json, BIS/schema.json): no stats.bis.org catalogue or
+constrained structure was found recorded with a licence. Structure-specific BIS data with
+groups is written here (CBS_STRUCTURE_SPECIFIC), from the generic recording's values.
+
 Legs not covered here (no licensed recording found): a UNICEF structure under 200 KB (the CME
-one served here is 987 KB), a BIS catalogue and a BIS constraint, and anything of ILO. tests/sdmx/test_more_providers.py
-covers other legs on unlicensed recordings read from ../shared.
+one served here is 987 KB), and anything of ILO. tests/sdmx/test_more_providers.py covers
+other legs on unlicensed recordings read from ../shared.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from governed_evidence.sdmx.service import SdmxService
 from tests.sdmx.helpers import (
     CSV_CT,
     GENERIC_CT,
+    SS_CT,
     STRUCTURE_CT,
     FakeProviders,
     LocalProvider,
@@ -43,6 +49,8 @@ RECORDINGS = {
     "UNICEF/dataflow_CME_dsd.xml": "db79259488228c59a6e24cfda1ff8c89f03b8651987dd9783e121d06a32a3776",
     "BIS/read_datastructure_group.xml": "e82ddee899b8c3fc0eca737bfca7c0a4bbc936b026512611a95580286639f4f2",
     "BIS/generic_dataser_groups.xml": "aef51d9615ccec650011d97f353311e5f3a209a0066bfa6481ce81b4946e045c",
+    "BIS/details.json": "1d740b2388c9ad21fab898029635a3fd2d27ab924f4596632c1775fb74f18405",
+    "BIS/schema.json": "c629d34952582a218cd11eaabcaf752bb5243188fa219c3e6b175c6e43c74fdc",
 }
 
 #: The path part of each bundled base (the local server answers under the same paths).
@@ -53,6 +61,11 @@ CME_KEY = "USA+BRA.CME_MRY0T4.._T._T._T"
 CBS = "BIS,WS_CBS_PUB,1.0"
 #: All 176 series of the recorded answer: the five dimensions it varies are left empty.
 CBS_KEY = "Q.S....C.A.A.TO1.A."
+
+#: The dataflow of the BIS registry answers (BIS/details.json, BIS/schema.json).
+REGISTRY_CBS = "BIS.CBS,CBS,1.0"
+#: Their Content-Type was not kept; the bodies are SDMX-JSON structure messages.
+STRUCTURE_JSON_CT = "application/vnd.sdmx.structure+json;version=1.0"
 
 Make = Callable[[], SdmxService]
 
@@ -264,6 +277,165 @@ def test_bis_dataset_level_attributes_reach_the_table(make: Make, fake: FakeProv
     # A Group's attributes reach the series its key names.
     assert table.constant_columns.get("AVAILABILITY") == "K"
     assert any("UNIT_MULT=6" in hint for hint in table.hints)
+
+
+_CBS_KEY_PARTS = 'L_MEASURE="S" L_POSITION="C" L_INSTR="A" REM_MATURITY="A" CURR_TYPE_BOOK="TO1" L_CP_SECTOR="A"'
+
+
+def _cbs_group(country: str, bank: str, basis: str, counterpart: str) -> str:
+    return (
+        f'<Group xsi:type="ns1:Sibling" {_CBS_KEY_PARTS} L_REP_CTY="{country}" CBS_BANK_TYPE="{bank}" '
+        f'CBS_BASIS="{basis}" L_CP_COUNTRY="{counterpart}" AVAILABILITY="K"/>'
+    )
+
+
+def _cbs_series(country: str, bank: str, basis: str, counterpart: str, value: str) -> str:
+    return (
+        f'<Series FREQ="Q" {_CBS_KEY_PARTS} L_REP_CTY="{country}" CBS_BANK_TYPE="{bank}" CBS_BASIS="{basis}" '
+        f'L_CP_COUNTRY="{counterpart}" COLLECTION="E" ORG_VISIBILITY="E">'
+        f'<Obs TIME_PERIOD="2024-Q4" OBS_VALUE="{value}" OBS_STATUS="A" OBS_CONF="F"/></Series>'
+    )
+
+
+#: WS_CBS_PUB as structure-specific data, written here (no structure-specific BIS answer with
+#: groups was found recorded with a licence): the first three series of BIS/generic_dataser_groups.xml
+#: with their values and attributes, the data set's attributes, and the Sibling groups (AVAILABILITY K)
+#: of the first two only, so that the third shows a group reaching only the series it names. The
+#: group's form is that of pysdmx's BIS_DER sample tests/io/xml/sdmx21/reader/samples/str_ser_group.xml
+#: (key and attributes side by side as XML attributes, ``xsi:type`` naming the group).
+CBS_STRUCTURE_SPECIFIC = (
+    '<?xml version="1.0" encoding="UTF-8"?>'
+    '<message:StructureSpecificData xmlns:message="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/message"'
+    ' xmlns:ss="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/data/structurespecific"'
+    ' xmlns:ns1="urn:sdmx:org.sdmx.infomodel.datastructure.Dataflow=BIS:WS_CBS_PUB(1.0):ObsLevelDim:TIME_PERIOD"'
+    ' xmlns:common="http://www.sdmx.org/resources/sdmxml/schemas/v2_1/common"'
+    ' xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
+    "<message:Header><message:ID>hand-written</message:ID><message:Test>true</message:Test>"
+    '<message:Prepared>2025-06-28T10:48:57Z</message:Prepared><message:Sender id="UNKNOWN"/>'
+    '<message:Structure structureID="BIS_WS_CBS_PUB_1_0" dimensionAtObservation="TIME_PERIOD"'
+    ' namespace="urn:sdmx:org.sdmx.infomodel.datastructure.Dataflow=BIS:WS_CBS_PUB(1.0):ObsLevelDim:TIME_PERIOD">'
+    '<common:StructureUsage><Ref agencyID="BIS" id="WS_CBS_PUB" version="1.0"/></common:StructureUsage>'
+    "</message:Structure></message:Header>"
+    '<message:DataSet ss:structureRef="BIS_WS_CBS_PUB_1_0" xsi:type="ns1:DataSetType" ss:dataScope="DataStructure"'
+    ' DECIMALS="3" UNIT_MULT="6" UNIT_MEASURE="USD">'
+    + _cbs_group("JP", "4R", "U", "5J")
+    + _cbs_group("PA", "4B", "F", "5J")
+    + _cbs_series("JP", "4R", "U", "5J", "5133382.3")
+    + _cbs_series("PA", "4B", "F", "5J", "40441.326")
+    + _cbs_series("PA", "4B", "F", "1E", "3.804")
+    + "</message:DataSet></message:StructureSpecificData>"
+).encode()
+
+
+def _serve_cbs_structure_specific(fake: FakeProviders, *, structure: bool = True) -> None:
+    _serve_bis(fake)
+    fake.add(f"{BIS_PATH}/data/{CBS}/{CBS_KEY}", CBS_STRUCTURE_SPECIFIC, SS_CT)
+    if structure:
+        fake.add(f"{BIS_PATH}/dataflow/BIS/WS_CBS_PUB/1.0?references=all", fixture("BIS/read_datastructure_group.xml"))
+
+
+def _availability(table: DataResponse) -> list[tuple[str, str, str]]:
+    rows = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+    return [(str(r["L_REP_CTY"]), str(r["L_CP_COUNTRY"]), str(r.get("AVAILABILITY") or "")) for r in rows]
+
+
+def test_bis_structure_specific_groups_read_with_the_cached_structure(make: Make, fake: FakeProviders) -> None:
+    _serve_cbs_structure_specific(fake)
+    _, data = _call(
+        make(),
+        ("describe_dataset", {"dataset": CBS, "provider": "BIS"}),
+        ("get_data", {"dataset": CBS, "key": CBS_KEY, "provider": "BIS"}),
+    )
+    table = DataResponse.model_validate(data.structured_content)
+    assert table.format == "sdmx-ml-structure-specific" and table.total_rows == 3
+    # The BIS_CBS structure names the dimensions: the groups' other values are attributes of
+    # the series their keys name, and the third series has no group.
+    assert _availability(table) == [("JP", "5J", "K"), ("PA", "5J", "K"), ("PA", "1E", "")]
+    assert table.constant_columns["UNIT_MULT"] == "6" and table.constant_columns["COLLECTION"] == "E"
+    assert [r[table.columns.index("OBS_VALUE")] for r in table.rows] == [5133382.3, 40441.326, 3.804]
+    # The structure described first is the one used: no second structure request.
+    assert sum("/dataflow/" in p for p in _paths(fake)) == 1
+
+
+def test_bis_structure_specific_groups_fetch_the_structure_they_need(make: Make, fake: FakeProviders) -> None:
+    _serve_cbs_structure_specific(fake)
+    (data,) = _call(make(), ("get_data", {"dataset": CBS, "key": CBS_KEY, "provider": "BIS"}))
+    table = DataResponse.model_validate(data.structured_content)
+    assert _availability(table) == [("JP", "5J", "K"), ("PA", "5J", "K"), ("PA", "1E", "")]
+    assert _paths(fake) == [
+        f"{BIS_PATH}/data/{CBS}/{CBS_KEY}",
+        f"{BIS_PATH}/dataflow/BIS/WS_CBS_PUB/1.0?references=all",
+    ]
+    # Once cached, the structure serves the next answer without a request.
+    (again,) = _call(make(), ("get_data", {"dataset": CBS, "key": CBS_KEY, "provider": "BIS"}))
+    assert _availability(DataResponse.model_validate(again.structured_content))[0] == ("JP", "5J", "K")
+    assert len(_paths(fake)) == 2
+
+
+def test_bis_structure_specific_groups_left_out_say_so(make: Make, fake: FakeProviders) -> None:
+    # The structure request finds nothing (the local server answers 404).
+    _serve_cbs_structure_specific(fake, structure=False)
+    (data,) = _call(make(), ("get_data", {"dataset": CBS, "key": CBS_KEY, "provider": "BIS"}))
+    table = DataResponse.model_validate(data.structured_content)
+    assert table.total_rows == 3 and "AVAILABILITY" not in table.columns + list(table.constant_columns)
+    assert any(
+        h.startswith("The attributes this answer's groups give their series are left out: the dataset's structure "
+                     "could not be fetched (NOT_FOUND)") for h in table.hints
+    )  # fmt: skip
+
+
+def test_bis_registry_catalogue_and_actual_constraint_through_the_tools(make: Make, fake: FakeProviders) -> None:
+    # Recorded: the BIS registry's dataflows of agency BIS.CBS (CBS and CBS_OLD, with their
+    # 33 provision agreements); the request is not known: served as the BIS catalogue.
+    fake.add(f"{BIS_PATH}/dataflow/BIS/all/latest", fixture("BIS/details.json"), STRUCTURE_JSON_CT)
+    # Recorded: the schema of BIS.CBS:CBS(1.0) (DSD BIS_CBS, 16 codelists, the Actual
+    # constraint BIS_CBS); served at the structure request this server makes for the flow.
+    fake.add(f"{BIS_PATH}/dataflow/BIS.CBS/CBS/1.0?references=all", fixture("BIS/schema.json"), STRUCTURE_JSON_CT)
+    found, described = _call(
+        make(),
+        ("search_datasets", {"query": "consolidated banking statistics", "provider": "BIS"}),
+        # The reference the search gives (a bare id would be taken as agency BIS, the default).
+        ("describe_dataset", {"dataset": REGISTRY_CBS, "provider": "BIS", "max_codes": 5}),
+    )
+
+    search = DatasetSearchResponse.model_validate(found.structured_content)
+    assert search.catalogue_size == 2
+    assert [(r.dataset, r.name) for r in search.results] == [
+        (REGISTRY_CBS, "Consolidated Banking Statistics"),
+        ("BIS.CBS,CBS_OLD,1.0", "Consolidated Banking Statistics (OLD)"),
+    ]
+    assert search.results[0].description == "This dataflow is associated to the BIS_CBS DSD."
+
+    description = DatasetDescription.model_validate(described.structured_content)
+    # The schema carries no Dataflow: the data structure names the dataset.
+    assert (description.dataset, description.name) == (REGISTRY_CBS, "Consolidated Banking Statistics")
+    assert description.key_template == (
+        "FREQ.L_MEASURE.L_REP_CTY.CBS_BANK_TYPE.CBS_BASIS.L_POSITION.L_INSTR.REM_MATURITY.CURR_TYPE_BOOK."
+        "L_CP_SECTOR.L_CP_COUNTRY"
+    )
+    # The constraint is Actual (written "actual"), attached to nothing, its values objects.
+    assert description.codes_source == "actual_constraint"
+    dims = {d.id: d for d in description.dimensions}
+    # L_REP_CTY: 32 of the 249 codes of the (partial) CL_BIS_IF_REF_AREA have data.
+    reporting = dims["L_REP_CTY"]
+    assert (reporting.codes_with_data, reporting.total_codes) == (32, 249)
+    assert [(c.id, c.name, c.has_data) for c in reporting.codes[:3]] == [
+        ("AT", "Austria", True),
+        ("AU", "Australia", True),
+        ("BE", "Belgium", True),
+    ]
+    assert (dims["CBS_BANK_TYPE"].codes_with_data, dims["L_CP_COUNTRY"].codes_with_data) == (35, 245)
+    # CURR_TYPE_BOOK: FC1, LC1 and TO1 have data, USD (the fourth code of CL_CURRENCY_3POS) has none.
+    currency = dims["CURR_TYPE_BOOK"]
+    assert (currency.codes_with_data, currency.total_codes) == (3, 4)
+    assert [(c.id, c.has_data) for c in currency.codes] == [("FC1", True), ("LC1", True), ("TO1", True), ("USD", False)]
+    # Dimensions the constraint does not name keep their codelist, unmarked.
+    assert dims["CBS_BASIS"].codes_with_data is None and dims["CBS_BASIS"].total_codes == 5
+
+    assert _paths(fake) == [
+        f"{BIS_PATH}/dataflow/BIS/all/latest",
+        f"{BIS_PATH}/dataflow/BIS.CBS/CBS/1.0?references=all",
+    ]
 
 
 @pytest.mark.parametrize("pid", ["UNICEF", "BIS"])
