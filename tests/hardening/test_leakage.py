@@ -271,6 +271,13 @@ class Tally:
     leaks: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
 
+    @classmethod
+    def merged(cls, parts: list[Tally]) -> Tally:
+        """One tally of several (one per ceiling, counted in parallel)."""
+        return cls(
+            sum(t.calls for t in parts), [x for t in parts for x in t.leaks], [x for t in parts for x in t.mismatches]
+        )
+
     def check(self, found: Detectors, ceiling: Classification, label: str, answer: Any) -> None:
         dumped = answer.model_dump(mode="json") if hasattr(answer, "model_dump") else answer
         hits = scan(found, dumped)
@@ -341,9 +348,7 @@ def test_search_probes_leak_nothing_and_match_the_reference(
     # One thread per ceiling: SQLite releases the GIL, so two cores share the work.
     with ThreadPoolExecutor(max_workers=len(CEILINGS)) as pool:
         parts = list(pool.map(lambda c: _search_probes(case, c), CEILINGS))
-    tally = Tally(
-        sum(t.calls for t in parts), [x for t in parts for x in t.leaks], [x for t in parts for x in t.mismatches]
-    )
+    tally = Tally.merged(parts)
     log_lines = _check_logs(case.found[INTERNAL], captured_logs, tally)
     figures.add("leakage: distinct probe queries (hash embedder)", len(case.probes))
     figures.add("leakage: tool calls", tally.calls)
@@ -390,9 +395,7 @@ def test_search_probes_with_the_in_memory_copies_leak_nothing(
     case = hash_cases["sample"]
     with ThreadPoolExecutor(max_workers=len(CEILINGS)) as pool:
         parts = list(pool.map(lambda c: _search_probes_held(case, c), CEILINGS))
-    tally = Tally(
-        sum(t.calls for t in parts), [x for t in parts for x in t.leaks], [x for t in parts for x in t.mismatches]
-    )
+    tally = Tally.merged(parts)
     log_lines = _check_logs(case.found[INTERNAL], captured_logs, tally)
     figures.add("leakage, in-memory copies: tool calls", tally.calls)
     figures.add("leakage, in-memory copies: leaks found", len(tally.leaks))
