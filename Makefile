@@ -43,8 +43,8 @@ CI_STEPS := lock-check lint typecheck audit publication-guard
 # index, the wheel check a scratch copy, the container an image), so they run in three lanes
 # side by side, steps joined by commas running in order within a lane; each step writes its own
 # log, printed whole when every lane is done. On 2 cores the whole gate took 2,096 s with these
-# steps one after the other and 1,254 s in these lanes (coverage 1,172 s beside hardening then
-# the eval gate, 1,213 s): many tests wait on a subprocess, a socket or the disk.
+# steps one after the other and 1,291 s in these lanes (coverage 1,210 s beside hardening then
+# the eval gate, 1,244 s): many tests wait on a subprocess, a socket or the disk.
 CI_LANES := coverage test-hardening,eval-gate wheel-check,container
 
 .PHONY: bench bench-quick bench-http bench-peers bench-scifact install tools demo test coverage format lint typecheck eval-gate audit \
