@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from governed_evidence.errors import InvalidRequestError, NotFoundError, StatisticsError
+from governed_evidence.errors import ErrorCode, InvalidRequestError, NotFoundError, StatisticsError
 from governed_evidence.sdmx.artefacts import DataStructure, StructureMessage
 from governed_evidence.sdmx.cache import CacheEntry
 from governed_evidence.sdmx.data import OBS_VALUE, TIME_PERIOD, DataTable, ordered_columns
@@ -95,17 +95,16 @@ def observations(
     (table, fmt), fetched = fetcher.fetch(provider, request, lambda e: parsed.table(provider, e, max_rows, dimensions))
     hints: list[str] = []
     message = peeked[0] if peeked is not None else None
+    structure = _StructureRequest(fetcher, parsed, provider, ref)
     if table.unread_groups:
         message, dsd, table = _with_groups(
-            fetcher, parsed, provider, ref, fetched.entry, max_rows, table, message, hints
+            structure, parsed, provider, ref, fetched.entry, max_rows, table, message, hints
         )
     # Labels the provider sent are its answer for this table (a code without one is labelled
     # by itself); without them, and without a cached structure, the structure is asked for.
     if labels and message is None and not table.labels and _has_codes(table):
-        message = _structure(
-            fetcher, parsed, provider, ref, hints, "Codes are shown without labels", "describe_dataset names the codes"
-        )
-        dsd = message.structure_for(message.dataflow(ref.id, ref.agency)) if message is not None else None
+        message = structure.get(hints, "Codes are shown without labels", "describe_dataset names the codes")
+        dsd = _data_structure(message, ref)
     dims = [d.id for d in dsd.dimensions] if dsd is not None else None
     columns = [c for c in ordered_columns(table.columns, dims) if c not in table.constant and c not in table.empty]
     rows = [[table.value(c, row.get(c, "")) for c in columns] for row in table.rows]
@@ -170,23 +169,35 @@ def _has_codes(table: DataTable) -> bool:
     return table.total_rows > 0 and any(c not in (TIME_PERIOD, OBS_VALUE) for c in table.columns)
 
 
-def _structure(
-    fetcher: Fetcher,
-    parsed: ParsedResponses,
-    provider: Provider,
-    ref: DatasetRef,
-    hints: list[str],
-    without: str,
-    then: str,
-) -> StructureMessage | None:
-    """The dataset's structure: one request through the fetch path, or None and a hint saying what
-    the answer is ``without`` and what ``then`` does once the structure can be fetched."""
-    try:
-        message, _ = fetcher.fetch(provider, structure_request(provider, ref), parsed.structure)
-    except (StatisticsError, NotFoundError, InvalidRequestError) as exc:
-        hints.append(f"{without}: the dataset's structure could not be fetched ({exc.code}); {then} once it can be.")
-        return None
-    return message
+class _StructureRequest:
+    """The dataset's structure through the fetch path, asked for at most once per answer: the
+    groups and the labels may both need it, and a request that failed is not sent again."""
+
+    def __init__(self, fetcher: Fetcher, parsed: ParsedResponses, provider: Provider, ref: DatasetRef) -> None:
+        self._fetcher, self._parsed, self._provider, self._ref = fetcher, parsed, provider, ref
+        self._asked = False
+        self._message: StructureMessage | None = None
+        self._failure: ErrorCode | None = None
+
+    def get(self, hints: list[str], without: str, then: str) -> StructureMessage | None:
+        """The structure, or None and a hint saying what the answer is ``without`` and what
+        ``then`` does once the structure can be fetched."""
+        if not self._asked:
+            self._asked = True
+            request = structure_request(self._provider, self._ref)
+            try:
+                self._message, _ = self._fetcher.fetch(self._provider, request, self._parsed.structure)
+            except (StatisticsError, NotFoundError, InvalidRequestError) as exc:
+                self._failure = exc.code
+        if self._message is None:
+            hints.append(
+                f"{without}: the dataset's structure could not be fetched ({self._failure}); {then} once it can be."
+            )
+        return self._message
+
+
+def _data_structure(message: StructureMessage | None, ref: DatasetRef) -> DataStructure | None:
+    return message.structure_for(message.dataflow(ref.id, ref.agency)) if message is not None else None
 
 
 def _dimension_ids(dsd: DataStructure | None) -> frozenset[str] | None:
@@ -197,7 +208,7 @@ _GROUPS_LEFT_OUT = "The attributes this answer's groups give their series are le
 
 
 def _with_groups(
-    fetcher: Fetcher,
+    structure: _StructureRequest,
     parsed: ParsedResponses,
     provider: Provider,
     ref: DatasetRef,
@@ -210,8 +221,8 @@ def _with_groups(
     """The structure, its data structure and the table read again with its groups, when the
     answer has structure-specific groups and no data structure was at hand to read them
     (``cached``: the cached structure, kept when none can be fetched)."""
-    message = _structure(fetcher, parsed, provider, ref, hints, _GROUPS_LEFT_OUT, "get_data gives them")
-    dsd = message.structure_for(message.dataflow(ref.id, ref.agency)) if message is not None else None
+    message = structure.get(hints, _GROUPS_LEFT_OUT, "get_data gives them")
+    dsd = _data_structure(message, ref)
     if dsd is None:
         if message is not None:
             hints.append(f"{_GROUPS_LEFT_OUT}: the dataset's structure does not say which of their values are keys.")

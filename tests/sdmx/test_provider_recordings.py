@@ -384,6 +384,20 @@ def test_bis_structure_specific_groups_left_out_say_so(make: Make, fake: FakePro
     )  # fmt: skip
 
 
+def test_groups_and_labels_without_a_structure_ask_for_it_once(make: Make, fake: FakeProviders) -> None:
+    # Both the groups and the labels need the structure; the one request fails (404).
+    _serve_cbs_structure_specific(fake, structure=False)
+    args = {"dataset": CBS, "key": CBS_KEY, "provider": "BIS", "labels": True}
+    (data,) = _call(make(), ("get_data", args))
+    table = DataResponse.model_validate(data.structured_content)
+    assert sum("/dataflow/" in p for p in _paths(fake)) == 1
+    assert any(h.startswith("The attributes this answer's groups give their series are left out") for h in table.hints)
+    assert any(
+        h.startswith("Codes are shown without labels: the dataset's structure could not be fetched (NOT_FOUND)")
+        for h in table.hints
+    )
+
+
 def test_bis_registry_catalogue_and_actual_constraint_through_the_tools(make: Make, fake: FakeProviders) -> None:
     # Recorded: the BIS registry's dataflows of agency BIS.CBS (CBS and CBS_OLD, with their
     # 33 provision agreements); the request is not known: served as the BIS catalogue.
