@@ -101,15 +101,23 @@ def sentence_similarity(found: SentenceVectors, alpha: float) -> Iterator[None]:
 
     original = held.VectorMatrix.knn, held.VectorMatrix.distances
     positions: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    #: The last query's scores: a search ranks (knn) and then scores the candidates only the
+    #: keyword side found (distances) with the same query vector.
+    last: dict[tuple[int, bytes], np.ndarray] = {}
 
     def scores(matrix: held.VectorMatrix, query: np.ndarray) -> np.ndarray:
+        key = (id(matrix), query.tobytes())
+        if key in last:
+            return last[key]
         if id(matrix) not in positions:
             pos = np.minimum(np.searchsorted(matrix.ids, found.passage_ids), max(matrix.rows - 1, 0))
             held_here = matrix.ids[pos] == found.passage_ids  # sentences of passages this copy holds
             positions[id(matrix)] = (pos[held_here], found.vectors[held_here])
         pos, vecs = positions[id(matrix)]
         unit = held._unit(query)
-        return mixed_similarity(matrix.matrix @ unit, vecs @ unit, pos, alpha)
+        last.clear()
+        last[key] = mixed_similarity(matrix.matrix @ unit, vecs @ unit, pos, alpha)
+        return last[key]
 
     def knn(self: held.VectorMatrix, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         if self.rows == 0 or k <= 0:
