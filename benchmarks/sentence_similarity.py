@@ -5,19 +5,31 @@ sentence), and a passage's similarity to the query becomes::
 
     alpha * passage + (1 - alpha) * max(best sentence, passage)
 
-While a corpus's questions are scored (:func:`score_corpus`, as ``governed-evidence eval
---suite`` scores them), the in-memory vector copy ranks and scores by that similarity instead;
-fusion, the gate's confidence (which reads the similarity) and documents first run unchanged,
-with the thresholds as shipped. Nothing here is part of the product: docs/evaluation.md says
-what it measured and what shipping it would cost.
+While a corpus's questions are ranked (``SearchService.rank``, the in-memory copies, as the
+server ranks), the in-memory vector copy ranks and scores by that similarity instead; fusion,
+the gate's confidence (which reads the similarity) and documents first run unchanged. Each
+question is ranked once per alpha; the gate is then applied for any threshold with the
+product's own :func:`apply_gate`, which is what ``search`` does with that threshold. Nothing
+here is part of the product: docs/evaluation.md says what it measured.
 
-Alpha is chosen on the tuning corpora only, by one rule (strict paraphrase hit@3 + page@10 at
-``normal`` + strict abstention - strict false abstention, summed over the corpora), with
-leave-one-corpus-out figures; the validation corpora are measured with the pooled choice.
+Two comparisons, both on the tuning corpora only:
+
+* **at the thresholds as shipped**;
+* **with the thresholds chosen again** for each alpha by the rules that chose the shipped ones,
+  on the tuning corpora pooled: ``normal`` the highest at which at most 5% of the answerable and
+  paraphrase questions get no answer; ``strict`` the one with the most abstention minus false
+  abstention while at most 12% get none; both within the release gate's sample-corpus bounds
+  (evals/gate.toml), a bound giving way only as far as the release gate needs.
+
+Alpha (with its thresholds) is chosen by one rule, strict paraphrase hit@3 + page@10 at
+``normal`` + strict abstention - strict false abstention, summed over the tuning corpora;
+leave-one-corpus-out figures choose on the other corpora. The validation corpora are measured
+as shipped, with the pooled choice, and with the choice the rule would make without the
+release gate's bounds (to say what those bounds cost; nothing is chosen on validation).
 
     governed-evidence eval --suite tuning --cache-dir DIR       # builds the indexes once
     governed-evidence eval --suite validation --cache-dir DIR
-    python -m benchmarks.sentence_similarity --cache-dir DIR [--alphas 0.25,0.5,0.75]
+    python -m benchmarks.sentence_similarity --cache-dir DIR [--alphas 0.25,0.5,0.75,1]
 
 Sentence vectors are kept beside each index (``DIR/NAME.sentences.npz``) and recomputed when
 the index is newer.
@@ -30,10 +42,9 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -143,50 +154,202 @@ def sentence_similarity(found: SentenceVectors, alpha: float) -> Iterator[None]:
         held.VectorMatrix.knn, held.VectorMatrix.distances = original  # type: ignore[method-assign]
 
 
-def figures(reports: Sequence[Any], questions: Sequence[Any]) -> dict[str, float]:
-    """The figures the rule reads (and the table shows) from one corpus's slice reports."""
-    by = {r.slice.split(":")[1]: r.metrics for r in reports}
+#: Thresholds tried (the shipped ones are on this grid).
+GRID = tuple(round(0.100 + 0.005 * i, 3) for i in range(121))
+#: The rules' bounds on answerable and paraphrase questions left without an answer.
+NORMAL_MAX_UNANSWERED = 0.05
+STRICT_MAX_UNANSWERED = 0.12
+#: evals/gate.toml's sample-corpus bounds that a chosen variant must keep.
+RELEASE_GATE = {
+    "answerable_hit@3": 0.96,
+    "paraphrase_hit@3": 0.80,
+    "abstention": 0.50,
+}
+RELEASE_GATE_MAX = {"answerable_false_abstention": 0.0, "paraphrase_false_abstention": 0.15}
+#: tests/evaluation/test_suites.py's bound on the sample corpus at normal confidence.
+SAMPLE_MIN_PAGE_AT_10 = 0.90
+#: Results read at strict and at normal confidence, as the suites score them.
+STRICT_LIMIT, NORMAL_LIMIT = 8, 10
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One candidate as the gate sees it."""
+
+    document: str
+    confidence: float
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One question with its candidates in ranking order (nothing withheld)."""
+
+    slice: str
+    expected: frozenset[str]
+    candidates: tuple[Scored, ...]
+
+    @property
+    def best(self) -> float:
+        return max((c.confidence for c in self.candidates), default=0.0)
+
+
+def _documents(candidates: Iterable[Scored]) -> list[str]:
+    return list(dict.fromkeys(c.document for c in candidates))
+
+
+def kept(question: Ranked, threshold: float, limit: int) -> list[Scored]:
+    """What ``search`` serves at ``threshold``: the product's gate, documents first."""
+    from governed_evidence.search.gate import apply_gate
+
+    return apply_gate(question.candidates, threshold=threshold, enabled=True, limit=limit).kept
+
+
+def figures(questions: Sequence[Ranked], strict: float, normal: float) -> dict[str, float]:
+    """The slice figures of one corpus at the two thresholds."""
+    out: dict[str, float] = {}
     answered = [q for q in questions if q.slice in ("answerable", "paraphrase")]
-    n = {s: sum(q.slice == s for q in questions) for s in ("answerable", "paraphrase")}
-    false_abstention = sum(by[s]["false_abstention"] * n[s] for s in n) / max(len(answered), 1)
-    return {
-        "answerable_hit@1": by["answerable"]["hit@1"],
-        "paraphrase_hit@3": by["paraphrase"]["hit@3"],
-        "paraphrase_normal_hit@3": by["paraphrase"]["normal_hit@3"],
-        "page@10": by["paraphrase"]["page@10"],
-        "recall@10": by["paraphrase"]["recall@10"],
-        "abstention": by["unanswerable"]["abstention_rate"],
-        "false_abstention": false_abstention,
-    }
+    for name in ("answerable", "paraphrase"):
+        chosen = [q for q in questions if q.slice == name]
+        n = max(len(chosen), 1)
+        hit1 = hit3 = normal3 = page = recall = abstained = 0
+        for q in chosen:
+            served = kept(q, strict, STRICT_LIMIT)
+            docs = _documents(served)
+            abstained += not served
+            hit1 += bool(docs[:1]) and docs[0] in q.expected
+            hit3 += any(d in q.expected for d in docs[:3])
+            loose = kept(q, normal, NORMAL_LIMIT)
+            normal3 += any(d in q.expected for d in _documents(loose)[:3])
+            page += any(c.document in q.expected for c in loose)
+            recall += any(c.document in q.expected for c in q.candidates[:10])
+        out.update(
+            {
+                f"{name}_hit@1": hit1 / n,
+                f"{name}_hit@3": hit3 / n,
+                f"{name}_false_abstention": abstained / n,
+            }
+        )
+        if name == "paraphrase":
+            out.update({"paraphrase_normal_hit@3": normal3 / n, "page@10": page / n, "recall@10": recall / n})
+    unanswerable = [q for q in questions if q.slice == "unanswerable"]
+    out["abstention"] = sum(q.best < strict for q in unanswerable) / max(len(unanswerable), 1)
+    out["normal_abstention"] = sum(q.best < normal for q in unanswerable) / max(len(unanswerable), 1)
+    out["false_abstention"] = sum(q.best < strict for q in answered) / max(len(answered), 1)
+    return out
 
 
 def rule(f: dict[str, float]) -> float:
     return f["paraphrase_hit@3"] + f["page@10"] + f["abstention"] - f["false_abstention"]
 
 
+def keeps_release_gate(f: dict[str, float]) -> bool:
+    return all(f[k] >= v - 1e-9 for k, v in RELEASE_GATE.items()) and all(
+        f[k] <= v + 1e-9 for k, v in RELEASE_GATE_MAX.items()
+    )
+
+
+def choose_thresholds(questions: Sequence[Ranked], bound: Sequence[Ranked] | None = None) -> tuple[float, float] | None:
+    """``(strict, normal)`` by the shipped rules, over ``questions`` pooled; None when no pair
+    keeps the release gate on ``bound`` (the sample corpus's questions, when it is among them).
+    Where the gate allows no threshold inside a rule's bound on unanswered questions, the bound
+    gives way as little as the gate needs.
+
+    The release gate reads strict answers only; the suites' own test of the sample corpus also
+    wants the right page among 10 normal answers for 90% of its paraphrases, which bounds normal.
+    """
+    answered = [q.best for q in questions if q.slice in ("answerable", "paraphrase")]
+    refused = [q.best for q in questions if q.slice == "unanswerable"]
+    if not answered:
+        raise ValueError("no answerable or paraphrase question to choose thresholds on")
+
+    def unanswered(t: float) -> float:
+        return sum(b < t for b in answered) / len(answered)
+
+    def abstention(t: float) -> float:
+        return sum(b < t for b in refused) / max(len(refused), 1)
+
+    def within(candidates: list[float], cap: float) -> list[float]:
+        # The bound on unanswered questions, relaxed only as far as the release gate needs:
+        # to the least share any threshold the gate allows leaves unanswered.
+        if not candidates:
+            return []
+        cap = max(cap, min(unanswered(t) for t in candidates))
+        return [t for t in candidates if unanswered(t) <= cap + 1e-12]
+
+    loose = list(GRID)
+    if bound is not None:
+        loose = [t for t in loose if figures(bound, GRID[0], t)["page@10"] >= SAMPLE_MIN_PAGE_AT_10 - 1e-9]
+    loose = within(loose, NORMAL_MAX_UNANSWERED)
+    if not loose:
+        return None
+    normal = max(loose)
+    allowed = list(GRID)
+    if bound is not None:
+        allowed = [t for t in allowed if keeps_release_gate(figures(bound, t, normal))]
+    allowed = within(allowed, STRICT_MAX_UNANSWERED)
+    if not allowed:
+        return None
+    # Most abstention net of false abstention; then the least false abstention; then the lowest.
+    strict = max(allowed, key=lambda t: (round(abstention(t) - unanswered(t), 9), -unanswered(t), -t))
+    return strict, normal
+
+
+@dataclass(frozen=True)
+class Choice:
+    variant: str
+    strict: float
+    normal: float
+
+
+def choose(
+    ranked: dict[str, dict[str, list[Ranked]]], corpora: Sequence[str], variants: Sequence[str], *, bounded: bool = True
+) -> Choice:
+    """The variant (with its thresholds) the rule picks on ``corpora`` pooled."""
+    best: tuple[float, Choice] | None = None
+    for variant in variants:
+        thresholds = thresholds_for(ranked[variant], corpora, bounded=bounded)
+        if thresholds is None:
+            continue
+        strict, normal = thresholds
+        score = sum(rule(figures(ranked[variant][c], strict, normal)) for c in corpora)
+        if best is None or score > best[0] + 1e-9:
+            best = (score, Choice(variant, strict, normal))
+    if best is None:
+        raise ValueError("no variant keeps the release gate's sample-corpus bounds")
+    return best[1]
+
+
+def thresholds_for(
+    by_corpus: dict[str, list[Ranked]], corpora: Sequence[str], *, bounded: bool = True
+) -> tuple[float, float] | None:
+    """The thresholds chosen on ``corpora`` pooled, bound by the release gate where the sample corpus is one."""
+    bound = by_corpus["sample"] if bounded and "sample" in corpora else None
+    return choose_thresholds([q for c in corpora for q in by_corpus[c]], bound)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cache-dir", type=Path, required=True, help="where `eval --cache-dir` built the indexes")
-    parser.add_argument("--alphas", default="0.25,0.5,0.75")
+    parser.add_argument("--alphas", default="0.25,0.5,0.75,1", help="1 is the passage similarity alone")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     ns = parser.parse_args(argv)
-    alphas = [float(a) for a in ns.alphas.split(",")]
 
-    from governed_evidence.composition import search_service
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.evaluation.questions import load_questions
-    from governed_evidence.evaluation.suites import load_suite, score_corpus
+    from governed_evidence.evaluation.suites import load_suite
+    from governed_evidence.search.gate import GateThresholds
+    from governed_evidence.search.service import SearchService
 
     settings = Settings()
     embedder = make_embedder(settings)
-    results: dict[str, dict[str, dict[str, float]]] = {}
     suites = {s: load_suite(ROOT / "evals" / "suites.toml", s, ROOT) for s in ("tuning", "validation")}
+    alphas = {f"alpha {a:g}": a for a in sorted({float(x) for x in ns.alphas.split(",")} | {1.0})}
+    before = "alpha 1"  # the passage similarity alone: the product as shipped
+    shipped = GateThresholds()
 
-    def label(alpha: float | None) -> str:
-        return "as shipped" if alpha is None else f"alpha {alpha}"
-
-    def measure(suite: str, variants: list[float | None]) -> None:
+    def rank_corpora(suite: str, labels: Iterable[str]) -> dict[str, dict[str, list[Ranked]]]:
+        out: dict[str, dict[str, list[Ranked]]] = {label: {} for label in labels}
         for spec in suites[suite]:
             db = ns.cache_dir / f"{spec.name}.sqlite"
             if not db.exists():
@@ -195,56 +358,95 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             found = sentence_vectors(db, embedder.embed)
             questions = load_questions(spec.questions if spec.questions.is_absolute() else ROOT / spec.questions)
-            service = search_service(settings, db=db, ceiling=spec.ceiling, serving=True)
+            service = SearchService(
+                db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
+            )
             try:
                 service.warm()
-                for alpha in variants:
-                    scope = contextlib.nullcontext() if alpha is None else sentence_similarity(found, alpha)
+                for label in out:
+                    alpha = alphas[label]
+                    scope = contextlib.nullcontext() if alpha == 1.0 else sentence_similarity(found, alpha)
                     with scope:
-                        reports = score_corpus(spec.name, questions, service, "hybrid")
-                    results.setdefault(spec.name, {})[label(alpha)] = figures(reports, questions)
-                    print(
-                        f"[sentences] {spec.name} {label(alpha)}: {results[spec.name][label(alpha)]}", file=sys.stderr
-                    )
+                        out[label][spec.name] = [
+                            Ranked(
+                                q.slice,
+                                frozenset(q.expected),
+                                tuple(Scored(c.document, c.confidence) for c in service.rank(q.question).candidates),
+                            )
+                            for q in questions
+                            if q.slice in ("answerable", "paraphrase", "unanswerable")
+                        ]
+                print(f"[sentences] {spec.name}: ranked {len(questions)} questions", file=sys.stderr)
             finally:
                 service.close()
+        return out
 
-    measure("tuning", [None, *alphas])
-    tuning = [s.name for s in suites["tuning"] if s.name in results]
-    labels = [label(None), *(label(a) for a in alphas)]
+    tuning_ranked = rank_corpora("tuning", alphas)
+    tuning = sorted({c for by in tuning_ranked.values() for c in by})
     if not tuning:
         print("no tuning corpus was scored", file=sys.stderr)
         return 1
-
-    def choose(corpora: list[str]) -> str:
-        return max(labels[1:], key=lambda name: sum(rule(results[c][name]) for c in corpora))
-
-    pooled = choose(tuning)
-    # Validation corpora are measured only as shipped and with the pooled choice.
-    measure("validation", [None, alphas[labels[1:].index(pooled)]])
-    print(
-        "| corpus | variant | answerable hit@1 | paraphrase hit@3 (strict) | hit@3 (normal) | page@10 "
-        "| recall@10 | abstention | false abst. |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, by_label in results.items():
-        shown = labels if name in tuning else ["as shipped", pooled]
-        for variant in shown:
-            f = by_label[variant]
-            print(
-                f"| {name} | {variant} | {f['answerable_hit@1']:.2f} | {f['paraphrase_hit@3']:.2f} | "
-                f"{f['paraphrase_normal_hit@3']:.2f} | {f['page@10']:.2f} | {f['recall@10']:.2f} | "
-                f"{f['abstention']:.2f} | {f['false_abstention']:.2f} |"
+    labels = list(alphas)
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for label in labels:
+        for corpus in tuning:
+            table.setdefault(corpus, {})[f"{label}, thresholds as shipped"] = figures(
+                tuning_ranked[label][corpus], shipped.strict, shipped.normal
             )
-    print(f"\nchosen on all tuning corpora: {pooled}")
+        for bounded in (True, False):
+            thresholds = thresholds_for(tuning_ranked[label], tuning, bounded=bounded)
+            name = "within the release gate" if bounded else "without the release gate's bounds"
+            if thresholds is None:
+                print(f"[sentences] {label}: no thresholds {name}", file=sys.stderr)
+                continue
+            for corpus in tuning:
+                table[corpus][f"{label}, chosen again {name}: {thresholds[0]}/{thresholds[1]}"] = figures(
+                    tuning_ranked[label][corpus], *thresholds
+                )
+    pooled = choose(tuning_ranked, tuning, labels)
+    unbounded = choose(tuning_ranked, tuning, labels, bounded=False)
+
+    validation_ranked = rank_corpora("validation", dict.fromkeys([before, pooled.variant, unbounded.variant]))
+    for corpus in sorted({c for by in validation_ranked.values() for c in by}):
+        table.setdefault(corpus, {})["as shipped"] = figures(
+            validation_ranked[before][corpus], shipped.strict, shipped.normal
+        )
+        for tag, choice in (("chosen", pooled), ("chosen without the release gate's bounds", unbounded)):
+            table[corpus][f"{tag}: {choice.variant}, {choice.strict}/{choice.normal}"] = figures(
+                validation_ranked[choice.variant][corpus], choice.strict, choice.normal
+            )
+
+    keys = (
+        "answerable_hit@1",
+        "paraphrase_hit@3",
+        "paraphrase_normal_hit@3",
+        "page@10",
+        "recall@10",
+        "abstention",
+        "false_abstention",
+    )
+    print("| corpus | variant | " + " | ".join(keys) + " |")
+    print("|---|---|" + "---|" * len(keys))
+    for corpus, rows in table.items():
+        for variant, f in rows.items():
+            print(f"| {corpus} | {variant} | " + " | ".join(f"{f[k]:.2f}" for k in keys) + " |")
+    print(f"\nchosen on all tuning corpora: {pooled}; without the release gate's bounds: {unbounded}")
+    loo: dict[str, dict[str, object]] = {}
     for left_out in tuning:
-        chosen = choose([c for c in tuning if c != left_out])
-        before, after = results[left_out]["as shipped"], results[left_out][chosen]
-        keys = ("paraphrase_hit@3", "page@10", "abstention", "false_abstention")
-        moved = ", ".join(f"{k} {before[k]:.2f} -> {after[k]:.2f}" for k in keys)
-        print(f"left out {left_out}: chosen {chosen}; on {left_out}: {moved}")
+        choice = choose(tuning_ranked, [c for c in tuning if c != left_out], labels)
+        was = figures(tuning_ranked[before][left_out], shipped.strict, shipped.normal)
+        now = figures(tuning_ranked[choice.variant][left_out], choice.strict, choice.normal)
+        moved = ", ".join(f"{k} {was[k]:.2f} -> {now[k]:.2f}" for k in keys)
+        print(f"left out {left_out}: chosen {choice}; on {left_out}: {moved}")
+        loo[left_out] = {"choice": choice.__dict__, "before": was, "after": now}
     if ns.json:
-        ns.json.write_text(json.dumps({"results": results, "chosen": pooled}, indent=1), encoding="utf-8")
+        ns.json.write_text(
+            json.dumps(
+                {"figures": table, "chosen": pooled.__dict__, "unbounded": unbounded.__dict__, "leave_one_out": loo},
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
     return 0
 
 
