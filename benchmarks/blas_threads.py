@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -25,38 +26,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 ROOT = Path(__file__).resolve().parents[1]
 
-_CHILD = r"""
-import json, sys, time
-import numpy as np
-from benchmarks.run import BENCH_DIR, DATASET
-from benchmarks.search import CEILING, VECTOR_MEMORY, PrecomputedEmbedder, load_queries
-from governed_evidence.embeddings.minilm import MiniLMEmbedder
-from governed_evidence.search.service import SearchService
-import logging, structlog
-structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-from pathlib import Path
-db, queries, passes = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-vectors = np.load(BENCH_DIR / "query-vectors.npy").astype(np.float32)
-texts = load_queries(DATASET, len(vectors))[:queries]
-stub = PrecomputedEmbedder(MiniLMEmbedder(), {t: vectors[i] for i, t in enumerate(texts)})
-service = SearchService(db, ceiling=CEILING, embedder_factory=lambda: stub, gate_enabled=False,
-                        vector_memory_bytes=VECTOR_MEMORY)
-service.warm()
-for text in texts[:20]:
-    service.search(text, limit=10)
-times = []
-for _ in range(passes):
-    for text in texts:
-        t0 = time.perf_counter()
-        service.search(text, limit=10)
-        times.append((time.perf_counter() - t0) * 1000)
-service.close()
-times = np.asarray(times)
-print(json.dumps({"p50_ms": round(float(np.percentile(times, 50)), 2),
-                  "p95_ms": round(float(np.percentile(times, 95)), 2), "searches": len(times)}))
-"""
+
+def search_latency(db: Path, queries: int, passes: int) -> dict[str, Any]:
+    """Run in the child process: hybrid search alone, as the stage benchmark runs it."""
+    import numpy as np
+
+    from benchmarks.run import BENCH_DIR, DATASET
+    from benchmarks.search import gate_off_service, load_queries, time_each
+    from benchmarks.stats import latency
+    from governed_evidence.embeddings.minilm import MiniLMEmbedder
+
+    vectors = np.load(BENCH_DIR / "query-vectors.npy").astype(np.float32)
+    texts = load_queries(DATASET, len(vectors))[:queries]
+    service, _ = gate_off_service(db, MiniLMEmbedder(), {t: vectors[i] for i, t in enumerate(texts)})
+    try:
+        return latency(time_each(lambda text: service.search(text, limit=10), texts * passes))
+    finally:
+        service.close()
 
 
 def _run(db: Path, threads: str | None, busy: int, queries: int, passes: int) -> dict[str, Any]:
@@ -69,7 +59,17 @@ def _run(db: Path, threads: str | None, busy: int, queries: int, passes: int) ->
     try:
         time.sleep(0.5 if busy else 0)
         done = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(db), str(queries), str(passes)],
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.blas_threads",
+                "--child",
+                str(db),
+                "--queries",
+                str(queries),
+                "--passes",
+                str(passes),
+            ],
             env=env,
             capture_output=True,
             text=True,
@@ -93,7 +93,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--busy", default="0,1", help="busy processes beside the searches, one run each")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
+    if ns.child is not None:
+        # One measurement in this process, whose BLAS threads the parent set before numpy loaded.
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+        print(json.dumps(search_latency(ns.child, ns.queries, ns.passes)))
+        return
     out: dict[str, Any] = {"cores": os.cpu_count()}
     for size in [int(s) for s in ns.sizes.split(",") if s]:
         db = BENCH_DIR / f"scifact-{size}.sqlite"

@@ -389,18 +389,9 @@ class Project:
     label = "project hybrid (search alone)"
 
     def __init__(self, db: Path, info: dict[str, Any], model: Any, vectors: dict[str, np.ndarray]) -> None:
-        from benchmarks.search import VECTOR_MEMORY, PrecomputedEmbedder
-        from governed_evidence.search.service import SearchService
+        from benchmarks.search import gate_off_service
 
-        self.stub = PrecomputedEmbedder(model, vectors)
-        self.service = SearchService(
-            db,
-            ceiling=CEILING,
-            embedder_factory=lambda: self.stub,
-            gate_enabled=False,
-            vector_memory_bytes=VECTOR_MEMORY,
-        )
-        self.service.warm()
+        self.service, self.stub = gate_off_service(db, model, vectors)
         self.build_s: float | None = info.get("build_s")
         self.size_bytes: int | None = int(info["db_bytes"]) if "db_bytes" in info else _disk_bytes(db)
 

@@ -30,7 +30,7 @@ from governed_evidence.search.query import match_expression, query_tokens
 from governed_evidence.search.ranking import CANDIDATES
 from governed_evidence.search.service import SearchService
 
-__all__ = ["load_queries", "run_search"]
+__all__ = ["gate_off_service", "load_queries", "run_search", "time_each"]
 
 CEILING = Classification.INTERNAL
 WARMUP = 20
@@ -58,6 +58,20 @@ class PrecomputedEmbedder:
         return np.stack([self._vectors[t] for t in texts]).astype(np.float32)
 
 
+def gate_off_service(
+    db: Path, model: Embedder, vectors: dict[str, np.ndarray]
+) -> tuple[SearchService, PrecomputedEmbedder]:
+    """The service as the side-by-side and stage benchmarks time it: ceiling :data:`CEILING`, gate
+    off, the server's memory budget with the copies loaded, and ``vectors`` (query text -> vector)
+    behind a stub with ``model``'s identity (``stub.live`` embeds with ``model`` instead)."""
+    stub = PrecomputedEmbedder(model, vectors)
+    service = SearchService(
+        db, ceiling=CEILING, embedder_factory=lambda: stub, gate_enabled=False, vector_memory_bytes=VECTOR_MEMORY
+    )
+    service.warm()
+    return service, stub
+
+
 def load_queries(dataset: Path, count: int) -> list[str]:
     """SciFact test queries first, then the others, ``count`` in all."""
     test_ids = {
@@ -68,7 +82,8 @@ def load_queries(dataset: Path, count: int) -> list[str]:
     return [str(r["text"])[:500] for r in ordered[:count]]
 
 
-def _time_each(fn: Any, items: Sequence[Any]) -> list[float]:
+def time_each(fn: Any, items: Sequence[Any]) -> list[float]:
+    """Milliseconds of ``fn`` on each item, after :data:`WARMUP` untimed calls."""
     for item in items[:WARMUP]:
         fn(item)
     out = []
@@ -88,7 +103,7 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
     def embed_one(text: str) -> None:
         query_vectors[text] = model.embed([text])[0]
 
-    embed_ms = _time_each(embed_one, texts)
+    embed_ms = time_each(embed_one, texts)
     # Kept for the quantised-KNN experiment (benchmarks/quantisation.py).
     np.save(db.parent / "query-vectors.npy", np.stack([query_vectors[t] for t in texts]))
     stub = PrecomputedEmbedder(model, query_vectors)
@@ -113,14 +128,14 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
         def one(text: str, mode: Any = mode, seen: list[str] = seen) -> None:
             seen.append(service.search(text, mode=mode).status)
 
-        result[f"{mode}_ms"] = latency(_time_each(one, texts))
+        result[f"{mode}_ms"] = latency(time_each(one, texts))
         timed = seen[-len(texts) :]
         statuses[mode] = {s: timed.count(s) for s in sorted(set(timed))}
     result["status_counts"] = statuses
 
     # The same service (one copy of the vectors) with the real model embedding each query.
     stub.live = True
-    result["hybrid_with_embedding_ms"] = latency(_time_each(lambda t: service.search(t, mode="hybrid"), texts))
+    result["hybrid_with_embedding_ms"] = latency(time_each(lambda t: service.search(t, mode="hybrid"), texts))
     stub.live = False
 
     # The keyword side: the product's ranking against FTS5 ranking the whole query.
@@ -130,7 +145,7 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
     def full_one(text: str) -> None:
         full[text] = sql.keyword_ranking(conn, CEILING, match_expression(query_tokens(conn, text)), CANDIDATES)
 
-    result["fts_whole_query_ms"] = latency(_time_each(full_one, texts))
+    result["fts_whole_query_ms"] = latency(time_each(full_one, texts))
     overlaps = []
     for text in texts:
         got = [c.fused.passage_id for c in service.rank(text, "keyword").candidates][:10]
@@ -151,8 +166,8 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
         memory_knn[text] = [pid for pid, _ in held.knn(query_vectors[text], CANDIDATES)]
 
     if held is not None:
-        result["memory_knn_ms"] = latency(_time_each(memory_one, texts))
-    result["vec0_knn_ms"] = latency(_time_each(vec_one, texts))
+        result["memory_knn_ms"] = latency(time_each(memory_one, texts))
+    result["vec0_knn_ms"] = latency(time_each(vec_one, texts))
 
     vectors, levels, searchable = load_reference(db)
     allowed = np.flatnonzero((levels <= int(CEILING)) & (searchable == 1))
@@ -165,7 +180,7 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
         top = np.argpartition(-scores, CANDIDATES)[:CANDIDATES]
         exact[text] = ids[top[np.argsort(-scores[top])]]
 
-    result["numpy_ms"] = latency(_time_each(numpy_one, texts))
+    result["numpy_ms"] = latency(time_each(numpy_one, texts))
 
     def recall(found: dict[str, list[int]]) -> float:
         return round(float(np.mean([len(set(found[t][:10]) & {int(i) for i in exact[t][:10]}) / 10 for t in texts])), 4)

@@ -29,15 +29,10 @@ WARMUP = 20
 
 
 def run_stages(db: Path, texts: list[str], vectors: np.ndarray, passes: int) -> dict[str, Any]:
-    from benchmarks.search import CEILING, VECTOR_MEMORY, PrecomputedEmbedder
+    from benchmarks.search import gate_off_service
     from governed_evidence.embeddings.minilm import MiniLMEmbedder
-    from governed_evidence.search.service import SearchService
 
-    stub = PrecomputedEmbedder(MiniLMEmbedder(), {t: vectors[i] for i, t in enumerate(texts)})
-    service = SearchService(
-        db, ceiling=CEILING, embedder_factory=lambda: stub, gate_enabled=False, vector_memory_bytes=VECTOR_MEMORY
-    )
-    service.warm()
+    service, _ = gate_off_service(db, MiniLMEmbedder(), {t: vectors[i] for i, t in enumerate(texts)})
     for text in texts[:WARMUP]:
         service.search(text, limit=LIMIT)
     with structlog.testing.capture_logs() as events:
