@@ -2,6 +2,8 @@
 
     make bench-peers                                    # 10k passages; docs/peers.json + docs/performance.md
     .cache/peers-venv/bin/python -m benchmarks.peers --sizes 10000,100000 --out /tmp/peers.json
+    .cache/peers-venv/bin/python -m benchmarks.peers --systems tantivy_numpy,bm25s_numpy --passes 1 \
+        --out /tmp/quick.json                           # what `make bench-quick` runs
 
 Runs in its own venv (.cache/peers-venv: the product's runtime lock plus
 benchmarks/peers-requirements.txt), never the product's. For each size it takes the generated
@@ -53,8 +55,10 @@ from governed_evidence.config import Classification
 from governed_evidence.evaluation.beir import load_qrels, ndcg_at_k, recall_at_k
 
 __all__ = [
+    "PEERS",
     "PEER_MODULES",
     "Corpus",
+    "chosen_peers",
     "documents_in_order",
     "interleaved",
     "main",
@@ -82,6 +86,8 @@ CEILING = Classification.INTERNAL
 HNSW_MAX = 100_000
 #: Import names of the peers (their packages are in benchmarks/peers-requirements.txt).
 PEER_MODULES = ("tantivy", "bm25s", "Stemmer", "lancedb", "pyarrow")
+#: Every peer `make bench-peers` builds, in table order (``--systems`` chooses among them).
+PEERS = ("tantivy_numpy", "bm25s_numpy", "lancedb_exact", "lancedb_ivf_hnsw_sq")
 _PATH_ID = re.compile(r"scifact/r\d+/(.+)\.md$")
 #: Characters tantivy's query parser treats as syntax; the glue sends plain words.
 _QUERY_SYNTAX = re.compile(r"[^\w\s]")
@@ -183,6 +189,17 @@ def interleaved(
                 out[name].append((clock() - t0) * 1000)
             turn += 1
     return out
+
+
+def chosen_peers(spec: str) -> tuple[str, ...]:
+    """The peers a comma-separated ``--systems`` names, in table order (empty or "all": every one)."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names or names == ["all"]:
+        return PEERS
+    unknown = sorted(set(names) - set(PEERS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown peer {', '.join(unknown)}: choose among {', '.join(PEERS)}")
+    return tuple(n for n in PEERS if n in names)
 
 
 def missing_peers() -> list[str]:
@@ -462,9 +479,11 @@ def run_size(size: int, ns: argparse.Namespace, dataset: Path, bench_dir: Path, 
     notes: list[str] = []
     if size <= ns.hnsw_max:
         builders.append(("lancedb_ivf_hnsw_sq", lambda: LanceHybrid(corpus, folder, ann=True)))
-    else:
+    elif "lancedb_ivf_hnsw_sq" in ns.systems:
         notes.append(f"LanceDB IVF_HNSW_SQ not built above {ns.hnsw_max:,} passages (--hnsw-max).")
     for name, build in builders:
+        if name not in ns.systems:
+            continue
         systems[name] = build()
         print(f"[peers] {size}: {name} built in {systems[name].build_s} s", file=sys.stderr)
 
@@ -538,6 +557,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=300, help="SciFact test queries (300 in all)")
     parser.add_argument("--passes", type=int, default=3, help="round-robin passes over the queries")
     parser.add_argument("--hnsw-max", type=int, default=HNSW_MAX, help="largest size for LanceDB's IVF_HNSW_SQ")
+    parser.add_argument(
+        "--systems",
+        type=chosen_peers,
+        default=PEERS,
+        help=f"comma-separated peers to build and time beside the project (default all: {','.join(PEERS)})",
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild the generated project indexes")
     parser.add_argument("--bench-dir", default=str(BENCH_DIR), help="where the generated project indexes are")
     parser.add_argument("--vector-cache", default=str(VECTOR_CACHE), help="SciFact index with the real vectors")
@@ -578,6 +603,7 @@ def main(argv: list[str] | None = None) -> None:
             "quality_depth": QUALITY_DEPTH,
             "rrf_k": RRF_K,
             "gate": "off",
+            "peers": list(ns.systems),
         },
         "sizes": {},
     }

@@ -5,6 +5,7 @@ only needed by the last test, which skips when they are not installed (they live
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import math
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 
 from benchmarks.peers import (
     PEER_MODULES,
+    PEERS,
     Corpus,
+    chosen_peers,
     documents_in_order,
     interleaved,
     paired_bootstrap,
@@ -24,6 +27,7 @@ from benchmarks.peers import (
     visible_qrels,
 )
 from benchmarks.peers_report import BEGIN, END, best_peer, peers_section, ratio_to_best_peer, replace_section
+from benchmarks.run import quick_line
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
@@ -142,3 +146,53 @@ def test_the_glue_peers_rank_a_tiny_corpus(tmp_path: Path) -> None:
         LanceHybrid(corpus, tmp_path, ann=False),
     ):
         assert system.rank("dogs barking", query, 2, 4)[0] == 12, system.label
+
+
+def test_the_peers_are_chosen_by_name_in_table_order() -> None:
+    assert chosen_peers("") == PEERS
+    assert chosen_peers("all") == PEERS
+    assert chosen_peers("bm25s_numpy, tantivy_numpy") == ("tantivy_numpy", "bm25s_numpy")
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown peer faiss: choose among tantivy_numpy"):
+        chosen_peers("tantivy_numpy,faiss")
+
+
+_SEARCH = {
+    "hybrid_ms": {"p50": 7.0, "p95": 9.0},
+    "keyword_ms": {"p95": 4.0},
+    "semantic_ms": {"p95": 6.0},
+    "query_embed_ms": {"p50": 10.0},
+    "numpy_ms": {"p95": 3.0},
+    "recall_at_10": 1.0,
+}
+
+
+def test_the_quick_line_takes_its_ratio_from_the_interleaved_run_only() -> None:
+    systems = {
+        "project": {"ms": {"p95": 2.5}, "ndcg_at_10": 0.71},
+        "project_with_embedding": {"ms": {"p95": 9.0}, "ndcg_at_10": 0.71},
+        "tantivy_numpy": {"ms": {"p95": 1.25}, "ndcg_at_10": 0.73},
+        "bm25s_numpy": {"ms": {"p95": 2.0}, "ndcg_at_10": 0.70},
+    }
+    entry = {"systems": systems, "ratio_to_best_peer_p95": 2.0, "vectors": "real"}
+    line = quick_line(10_000, _SEARCH, {"run": {"started_at": "T"}, "entry": entry})
+    # The ratio is the interleaved run's project p95 over its best peer's, not this run's 9.0 ms.
+    assert line["ratio_to_best_peer_p95"] == 2.0
+    assert (line["project_p95_ms"], line["best_peer"], line["best_peer_p95_ms"]) == (2.5, "tantivy_numpy", 1.25)
+    assert (line["project_ndcg_at_10"], line["best_peer_ndcg_at_10"]) == (0.71, 0.73)
+    assert line["hybrid_p95_ms"] == 9.0
+
+
+def test_without_the_peers_the_quick_line_gives_no_ratio_and_says_why() -> None:
+    line = quick_line(10_000, _SEARCH, {"reason": "the peers are not installed"})
+    assert line["ratio_to_best_peer_p95"] is None
+    assert line["peers_note"] == "the peers are not installed"
+    assert "best_peer_p95_ms" not in line
+
+
+def test_without_the_peers_venv_no_peers_run_is_started(tmp_path: Path) -> None:
+    from benchmarks.run import _quick_peers
+
+    out = tmp_path / "quick-peers.json"
+    found = _quick_peers(10_000, python=tmp_path / "absent" / "python", out=out)
+    assert "make bench-peers" in found["reason"] and "entry" not in found
+    assert not out.exists()
