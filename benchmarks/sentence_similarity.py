@@ -46,8 +46,13 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from governed_evidence.evaluation.questions import Question
+    from governed_evidence.search.service import SearchService
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Sentence ends, clause-ending colons and semicolons, and line breaks (list items, table rows).
@@ -193,6 +198,19 @@ class Ranked:
     @property
     def best(self) -> float:
         return max((c.confidence for c in self.candidates), default=0.0)
+
+
+def ranked_questions(service: SearchService, questions: Iterable[Question]) -> list[Ranked]:
+    """The retrieval questions (answerable, paraphrase, unanswerable) as ``service`` ranks them."""
+    return [
+        Ranked(
+            q.slice,
+            frozenset(q.expected),
+            tuple(Scored(c.document, c.confidence) for c in service.rank(q.question).candidates),
+        )
+        for q in questions
+        if q.slice in ("answerable", "paraphrase", "unanswerable")
+    ]
 
 
 def _documents(candidates: Iterable[Scored]) -> list[str]:
@@ -386,15 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                     alpha = alphas[label]
                     scope = contextlib.nullcontext() if alpha == 1.0 else sentence_similarity(found, alpha)
                     with scope:
-                        out[label][spec.name] = [
-                            Ranked(
-                                q.slice,
-                                frozenset(q.expected),
-                                tuple(Scored(c.document, c.confidence) for c in service.rank(q.question).candidates),
-                            )
-                            for q in questions
-                            if q.slice in ("answerable", "paraphrase", "unanswerable")
-                        ]
+                        out[label][spec.name] = ranked_questions(service, questions)
                 print(f"[sentences] {spec.name}: ranked {len(questions)} questions", file=sys.stderr)
             finally:
                 service.close()
