@@ -52,16 +52,15 @@ DEPTHS = (0, 3, 5, 10, 15, 20, 30, 100)
 #: printed are against it, so a run reproduces the figures that chose today's depth.
 BEFORE = 20
 SCIFACT = "scifact"
-#: The figures the rule sums (each a mean over the policy tuning corpora), and SciFact's.
+#: The figures the rule sums (each a mean over the policy tuning corpora, SciFact's nDCG@10 beside).
 POLICY_KEYS = ("answerable_hit@1", "paraphrase_hit@3", "paraphrase_normal_hit@3", "page@10")
-SCIFACT_KEY = "ndcg@10"
 
 
 def reordered(candidates: Sequence[Scored], depth: int) -> tuple[Scored, ...]:
-    """``candidates`` (in fused order) with the first ``depth`` ordered by confidence, as
-    ``search/ranking.py`` orders them (Python's sort is stable: ties keep fused order)."""
-    head = sorted(candidates[:depth], key=lambda c: -c.confidence)
-    return (*head, *candidates[depth:])
+    """``candidates`` (in fused order) reordered at ``depth`` by the product's own function."""
+    from governed_evidence.search.ranking import confident_first
+
+    return tuple(confident_first(candidates, depth))
 
 
 def at_depth(questions: Sequence[Ranked], depth: int) -> list[Ranked]:
@@ -151,13 +150,12 @@ def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[Ra
 def _rank_scifact(
     dataset: Path, db: Path, split: str, embedder: Any
 ) -> list[tuple[tuple[Scored, ...], dict[str, int]]]:
-    """Each query of ``split`` ranked as ``eval beir`` ranks it (gate off, depth 100), in fused order."""
+    """Each query of ``split`` ranked as ``eval beir`` ranks it (gate off, its depth), in fused order."""
     from governed_evidence.config import Classification
-    from governed_evidence.evaluation.beir import load_qrels
+    from governed_evidence.evaluation.beir import RANK_DEPTH, load_qrels, queries_of
     from governed_evidence.search.service import SearchService
 
     qrels = load_qrels(dataset / "qrels" / f"{split}.tsv")
-    rows = [json.loads(line) for line in (dataset / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line]
     service = SearchService(db, ceiling=Classification.PUBLIC, embedder_factory=lambda: embedder, gate_enabled=False)
     try:
         with fused_order():
@@ -165,12 +163,11 @@ def _rank_scifact(
                 (
                     tuple(
                         Scored(c.document, c.confidence)
-                        for c in service.rank(str(r["text"])[:500], "hybrid", depth=100).candidates
+                        for c in service.rank(text, "hybrid", depth=RANK_DEPTH).candidates
                     ),
-                    qrels[r["_id"]],
+                    qrels[qid],
                 )
-                for r in rows
-                if r["_id"] in qrels
+                for qid, text in queries_of(dataset, qrels).items()
             ]
     finally:
         service.close()

@@ -26,7 +26,17 @@ from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.rows import DocumentRow, PassageRow
 from governed_evidence.store.text import search_text
 
-__all__ = ["BeirResult", "build_beir_index", "load_qrels", "ndcg_at_k", "recall_at_k", "run_beir"]
+__all__ = [
+    "QUERY_CHARS",
+    "RANK_DEPTH",
+    "BeirResult",
+    "build_beir_index",
+    "load_qrels",
+    "ndcg_at_k",
+    "queries_of",
+    "recall_at_k",
+    "run_beir",
+]
 
 
 @dataclass
@@ -132,6 +142,19 @@ def build_beir_index(dataset: Path, db: Path, embedder: Embedder) -> dict[str, f
     }
 
 
+#: Candidates ranked a side per query (nDCG@10 and recall@100 read the first 100).
+RANK_DEPTH = 100
+#: A query is cut to this many characters before it is ranked.
+QUERY_CHARS = 500
+
+
+def queries_of(dataset: Path, qrels: dict[str, dict[str, int]]) -> dict[str, str]:
+    """The judged queries of ``qrels`` (id -> text as ranked, cut to :data:`QUERY_CHARS`)."""
+    lines = (dataset / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = (json.loads(line) for line in lines if line)
+    return {q["_id"]: str(q["text"])[:QUERY_CHARS] for q in rows if q["_id"] in qrels}
+
+
 def run_beir(
     dataset: Path,
     db: Path,
@@ -141,20 +164,14 @@ def run_beir(
     modes: tuple[SearchMode, ...] = ("keyword", "semantic", "hybrid"),
 ) -> list[BeirResult]:
     qrels = load_qrels(dataset / "qrels" / f"{split}.tsv")
-    queries = {
-        q["_id"]: q["text"]
-        for q in (
-            json.loads(line) for line in (dataset / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line
-        )
-        if q["_id"] in qrels
-    }
+    queries = queries_of(dataset, qrels)
     service = SearchService(db, ceiling=Classification.PUBLIC, embedder_factory=lambda: embedder, gate_enabled=False)
     results: list[BeirResult] = []
     for mode in modes:
         started = time.perf_counter()
         ndcg = recall = 0.0
         for qid, text in queries.items():
-            ranking = service.rank(text[:500], mode, depth=100)
+            ranking = service.rank(text, mode, depth=RANK_DEPTH)
             ranked = [c.document for c in ranking.candidates]
             ndcg += ndcg_at_k(ranked, qrels[qid])
             recall += recall_at_k(ranked, qrels[qid])
