@@ -217,7 +217,10 @@ class ClearanceJWTVerifier(JWTVerifier):
             log.warning("jwt_jwks_file_unusable", error=str(exc))
             raise
         if content != self._jwks_loaded:
-            self._jwks_cache_time = 0.0
+            # Minus infinity, not 0: fastmcp compares the cache time with time.monotonic(), which
+            # counts from the host's boot, so a 0 read as fresh for the first cache TTL after a
+            # boot (an hour), and a withdrawn key kept verifying that long.
+            self._jwks_cache_time = float("-inf")
             self._jwks_last_refresh_attempt = None
 
     async def _fetch_jwks(self) -> dict[str, Any]:

@@ -309,6 +309,24 @@ def test_a_rotated_jwks_file_is_honoured_without_a_new_verifier(tmp_path: Path, 
     assert _verify(verifier, _sign(other_key)) is not None
 
 
+@pytest.mark.parametrize("uptime_s", [5.0, 10 * 24 * 3600.0])
+def test_a_withdrawn_key_stops_at_once_however_long_the_host_has_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: RSAKey, other_key: RSAKey, uptime_s: float
+) -> None:
+    # time.monotonic() counts from the host's boot: seconds after it, as days. fastmcp's key
+    # cache compares its refresh time with it, so a reset that only works long after a boot
+    # (a cache time of 0) let a withdrawn key verify for the first hour on a fresh host.
+    real = time.monotonic
+    start = real()
+    monkeypatch.setattr(time, "monotonic", lambda: uptime_s + (real() - start))
+    path = _write_jwks(tmp_path / "jwks.json", key, other_key)
+    verifier = _verifier(path)
+    assert _verify(verifier, _sign(key)) is not None
+    _write_jwks(path, other_key)
+    assert _verify(verifier, _sign(key)) is None
+    assert _verify(verifier, _sign(other_key)) is not None
+
+
 def test_a_key_replaced_under_the_same_kid_is_honoured(tmp_path: Path, key: RSAKey) -> None:
     replacement = RSAKey.generate_key(2048, parameters={"kid": str(key.kid)})
     path = _write_jwks(tmp_path / "jwks.json", key)
