@@ -39,9 +39,11 @@ class PassageHead:
 
 
 class RowCache:
-    def __init__(self, conn: apsw.Connection, level: Classification) -> None:
+    def __init__(self, conn: apsw.Connection, level: Classification, *, covering: bool = False) -> None:
         self._conn = conn
         self._level = level
+        #: Whether the ceiling check may read the covering index (:func:`sql.has_visibility_index`).
+        self._covering = covering
         #: Every id found visible so far (at or below the level, searchable).
         self.heads: dict[int, PassageHead] = {}
         self._rows: dict[int, Passage] = {}
@@ -50,7 +52,7 @@ class RowCache:
     def fetch(self, ids: Iterable[int]) -> None:
         """Check the ids not checked yet; ids above the ceiling are simply not found."""
         missing = {p for p in ids if p not in self.heads}
-        for pid, document in sql.passage_documents(self._conn, self._level, missing).items():
+        for pid, document in sql.passage_documents(self._conn, self._level, missing, covering=self._covering).items():
             self.heads[pid] = PassageHead(pid, document, self)
 
     def prefetch(self, ids: Iterable[int]) -> None:

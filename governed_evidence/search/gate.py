@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
+
+import numpy as np
 
 from governed_evidence.search.diversity import documents_first
 
@@ -40,6 +42,7 @@ __all__ = [
     "background_similarity",
     "calibration_for",
     "confidence",
+    "confidences",
 ]
 
 #: Semantic ranks (1-based, inclusive) whose mean similarity is the query's background.
@@ -92,8 +95,9 @@ class GateThresholds:
     normal: float = 0.24
 
 
-@dataclass(frozen=True)
-class Signals:
+class Signals(NamedTuple):
+    """What the gate read for one candidate (a tuple: a search makes one per fused candidate)."""
+
     similarity: float | None
     coverage: float
     agreement: bool
@@ -127,6 +131,36 @@ def confidence(signals: Signals, calibration: ModelCalibration) -> float:
         semantic *= calibration.distinct_base + (1.0 - calibration.distinct_base) * distinct
     keyword = calibration.coverage_weight * coverage**2
     return round(_clip(1.0 - (1.0 - semantic) * (1.0 - keyword)), 4)
+
+
+def confidences(
+    similarity: Sequence[float | None],
+    coverage: Sequence[float],
+    background: float | None,
+    calibration: ModelCalibration,
+) -> list[float]:
+    """:func:`confidence` of every candidate of one query (they share ``background``) at once:
+    the same float64 operations in the same order, rounded the same way, so the same numbers.
+
+    A search scores every fused candidate (about 90 at 50 a side): one call costs about what
+    four calls to :func:`confidence` do.
+    """
+    if not coverage:
+        return []
+    cov = np.clip(np.asarray(coverage, dtype=np.float64), 0.0, 1.0)
+    sim = np.asarray([-1.0 if s is None else s for s in similarity], dtype=np.float64)
+    semantic = np.clip((sim - calibration.floor) / (calibration.ceiling - calibration.floor), 0.0, 1.0)
+    if background is not None:
+        distinct = np.clip((sim - background) / calibration.distinct_scale, 0.0, 1.0)
+        semantic *= calibration.distinct_base + (1.0 - calibration.distinct_base) * distinct
+    combined = np.clip(1.0 - (1.0 - semantic) * (1.0 - calibration.coverage_weight * cov**2), 0.0, 1.0)
+    # Without a similarity, coverage alone carries it (as in confidence()).
+    keyword_only = np.clip(cov**1.5, 0.0, 1.0)
+    # Python's round (correctly rounded decimal), not numpy's (scaled), as confidence() rounds.
+    return [
+        round(k if s is None else c, 4)
+        for s, c, k in zip(similarity, combined.tolist(), keyword_only.tolist(), strict=True)
+    ]
 
 
 class _Confident(Protocol):

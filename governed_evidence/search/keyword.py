@@ -12,8 +12,6 @@ the table's own row count and average length.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import apsw
 
 from governed_evidence.search import bm25, sql
@@ -22,7 +20,7 @@ from governed_evidence.search.impacts import ImpactIndex
 from governed_evidence.search.plan import QueryPlan
 from governed_evidence.search.query import match_expression
 
-__all__ = ["KeywordRanker", "coverage", "stems_held"]
+__all__ = ["KeywordRanker", "coverage"]
 
 
 class KeywordRanker:
@@ -79,19 +77,16 @@ class KeywordRanker:
         return self._totals[key]
 
 
-def stems_held(plan: QueryPlan, cache: RowCache, impacts: ImpactIndex | None) -> dict[int, frozenset[str]]:
-    """Which of the query's stems each row read so far holds: from the impact lists when they
-    are of this level, else by tokenising the rows."""
-    if impacts is not None and impacts.level == plan.level:
-        return impacts.holding(plan.stems, cache.heads)
-    wanted = set(plan.stems)
-    return {pid: frozenset(row.terms & wanted) for pid, row in cache.terms().items()}
-
-
-def coverage(plan: QueryPlan, held: Mapping[int, frozenset[str]]) -> dict[int, float]:
-    """IDF-weighted share of the query's stems present in each passage (0-1)."""
+def coverage(plan: QueryPlan, cache: RowCache, impacts: ImpactIndex | None) -> dict[int, float]:
+    """IDF-weighted share of the query's stems present in each passage read so far (0-1): which
+    stems a passage holds comes from the impact lists when they are of this level, else from
+    tokenising the rows."""
     if not plan.stems:
-        return dict.fromkeys(held, 0.0)
+        return dict.fromkeys(cache.heads, 0.0)
     weights = {s: bm25.coverage_idf(plan.table_rows, plan.frequencies.get(s, 0)) for s in plan.stems}
     denominator = sum(weights.values()) or 1.0
-    return {pid: sum(weights[s] for s in stems) / denominator for pid, stems in held.items()}
+    if impacts is not None and impacts.level == plan.level:
+        held = impacts.held_weight(weights, cache.heads)
+    else:
+        held = {pid: sum(weights[s] for s in plan.stems if s in row.terms) for pid, row in cache.terms().items()}
+    return {pid: weight / denominator for pid, weight in held.items()}

@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 
 from governed_evidence.search.candidates import PassageHead, RowCache
 from governed_evidence.search.fusion import Fused, fuse
-from governed_evidence.search.gate import Signals, background_similarity, calibration_for, confidence
+from governed_evidence.search.gate import Signals, background_similarity, calibration_for, confidences
 from governed_evidence.search.limits import SearchMode
 from governed_evidence.search.rows import Passage
 from governed_evidence.search.stages import Stopwatch
@@ -42,7 +42,7 @@ class _Confident(Protocol):
 C = TypeVar("C", bound=_Confident)
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """One fused candidate with the signals the gate saw."""
 
@@ -99,13 +99,14 @@ def assemble(
         fused = fuse([], semantic_ids, {})
     else:
         fused = fuse(keyword_ids, semantic_ids, dict(coverage))
-    calibration = calibration_for(model_id)
     background = background_similarity([1.0 - distances[p] for p in semantic_ids])
-    candidates: list[Candidate] = []
-    for item in fused:
-        similarity = 1.0 - distances[item.passage_id] if item.passage_id in distances else None
-        signals = Signals(similarity, coverage.get(item.passage_id, 0.0), item.matched_by == "both", background)
-        candidates.append(Candidate(item, signals, confidence(signals, calibration), rows[item.passage_id]))
+    similarity = [1.0 - distances[f.passage_id] if f.passage_id in distances else None for f in fused]
+    covered = [coverage.get(f.passage_id, 0.0) for f in fused]
+    scores = confidences(similarity, covered, background, calibration_for(model_id))
+    candidates = [
+        Candidate(item, Signals(sim, cov, item.matched_by == "both", background), score, rows[item.passage_id])
+        for item, sim, cov, score in zip(fused, similarity, covered, scores, strict=True)
+    ]
     if search_mode == "hybrid":
         # RRF picks the candidates; they are ordered by the same calibrated confidence the
         # gate uses, so a result never outranks a more confident one (a stable sort: equal

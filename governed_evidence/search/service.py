@@ -29,7 +29,7 @@ from governed_evidence.search.candidates import RowCache
 from governed_evidence.search.gate import GateThresholds, apply_gate
 from governed_evidence.search.held import HeldCopy
 from governed_evidence.search.impacts import ImpactCopier, ImpactIndex
-from governed_evidence.search.keyword import KeywordRanker, coverage, stems_held
+from governed_evidence.search.keyword import KeywordRanker, coverage
 from governed_evidence.search.limits import (
     CONFIDENCE_LEVELS,
     DEFAULT_LIMIT,
@@ -86,6 +86,8 @@ class SearchService:
         self.impacts: HeldCopy[ImpactIndex] = HeldCopy(self.reader, budget, ceiling)
         self._keyword = KeywordRanker()
         self._integrity: dict[tuple[int, int], str] = {}
+        #: Whether each index file generation has the ceiling check's covering index.
+        self._covering: dict[tuple[int, int], bool] = {}
 
     def warm(self) -> None:
         """Load the query embedder, the in-memory vectors and the keyword impact lists now
@@ -134,7 +136,9 @@ class SearchService:
             pending = self.query_embedder.submit(text, overlap, depth)
 
         plan = plan_query(conn, meta, level, text, impacts)
-        cache = RowCache(conn, level)
+        if generation not in self._covering:
+            self._covering = {generation: sql.has_visibility_index(conn)}
+        cache = RowCache(conn, level, covering=self._covering[generation])
         watch.mark("plan")
         keyword_ids: list[int] = []
         if mode in ("hybrid", "keyword") and plan.tokens:
@@ -156,9 +160,11 @@ class SearchService:
             keyword_ids = self._keyword.rank(conn, generation, plan, depth, cache, impacts)
         semantic_ids: list[int] = []
         distances: dict[int, float] = {}
+        #: Every row's similarity, when the in-memory product computed them on this thread.
+        every = None
         if search_mode in ("hybrid", "semantic") and query_vector is not None:
             if nearest is None and matrix is not None:
-                nearest = matrix.knn(query_vector, depth)
+                nearest, every = matrix.knn_scored(query_vector, depth)
             if nearest is None:
                 nearest = sql.vector_ranking(conn, level, query_vector.tobytes(), depth)
             for pid, distance in nearest:
@@ -173,7 +179,7 @@ class SearchService:
         if query_vector is not None:
             missing = [p for p in cache.heads if p not in distances]
             if matrix is not None:
-                distances.update(matrix.distances(query_vector, missing))
+                distances.update(matrix.distances(query_vector, missing, every))
             else:
                 distances.update(sql.cosine_distances(conn, query_vector.tobytes(), missing))
         watch.mark("rows")
@@ -182,7 +188,7 @@ class SearchService:
             keyword_ids,
             semantic_ids,
             distances=distances,
-            coverage=coverage(plan, stems_held(plan, cache, impacts)),
+            coverage=coverage(plan, cache, impacts),
             rows=cache.heads,
             model_id=meta.embedding_model,
         )

@@ -15,9 +15,11 @@ from governed_evidence.store.schema import fts_table, terms_table
 
 __all__ = [
     "BM25_WEIGHTS",
+    "VISIBILITY_INDEX",
     "cosine_distances",
     "document_frequencies",
     "documents",
+    "has_visibility_index",
     "keyword_ranking",
     "keyword_sql",
     "level_counts",
@@ -29,6 +31,9 @@ __all__ = [
     "vector_ranking",
     "vector_sql",
 ]
+
+#: The covering index of the ceiling check (store/schema.py); files built before it lack it.
+VISIBILITY_INDEX = "passages_visible"
 
 #: Column weights for bm25(title, heading, body): a match in a title or heading counts more.
 BM25_WEIGHTS = (4.0, 2.0, 1.0)
@@ -84,14 +89,26 @@ def passages_by_id(conn: apsw.Connection, level: Classification, ids: set[int]) 
     return {passage.id: passage for passage in map(Passage.from_row, rows)}
 
 
-def passage_documents(conn: apsw.Connection, level: Classification, ids: set[int]) -> dict[int, str]:
-    """The document path of each searchable passage of ``ids`` at or below ``level``."""
+def has_visibility_index(conn: apsw.Connection) -> bool:
+    """Whether the file has :data:`VISIBILITY_INDEX` (an index built before it is served without)."""
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (VISIBILITY_INDEX,))
+    return found.fetchone() is not None
+
+
+def passage_documents(
+    conn: apsw.Connection, level: Classification, ids: set[int], *, covering: bool = False
+) -> dict[int, str]:
+    """The document path of each searchable passage of ``ids`` at or below ``level``; ``covering``
+    reads the ceiling's columns from :data:`VISIBILITY_INDEX` instead of the rows themselves."""
     if not ids:
         return {}
     ordered = sorted(ids)
     marks = ",".join("?" * len(ordered))
+    # SQLite's planner prefers the primary key for `id IN (...)`: the covering index is named.
+    indexed = f" INDEXED BY {VISIBILITY_INDEX}" if covering else ""
     rows = conn.execute(
-        f"SELECT p.id, d.path {PASSAGE_FROM} WHERE p.id IN ({marks}) AND p.classification <= ? AND p.searchable = 1",
+        f"SELECT p.id, d.path FROM passages p{indexed} JOIN documents d ON d.id = p.document_id "
+        f"WHERE p.id IN ({marks}) AND p.classification <= ? AND p.searchable = 1",
         (*ordered, int(level)),
     )
     return {int(pid): str(path) for pid, path in rows}

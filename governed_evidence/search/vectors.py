@@ -79,19 +79,26 @@ class VectorMatrix:
 
     def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest passages by cosine distance, nearest first (ties by passage id)."""
+        return self.knn_scored(query, k)[0]
+
+    def knn_scored(self, query: np.ndarray, k: int) -> tuple[list[tuple[int, float]], np.ndarray | None]:
+        """:meth:`knn`, and the similarity of every row when the full product computed them
+        (up to :data:`EXACT_ROWS`; else None), for :meth:`distances` to read instead of
+        computing the other candidates' again."""
         if self.rows == 0 or k <= 0:
-            return []
+            return [], None
         unit = _unit(query)
+        every: np.ndarray | None = None
         if self.codes is None:
             rows = np.arange(self.rows)
-            scores = self.matrix @ unit
+            scores = every = self.matrix @ unit
         else:
             rows = self._nearest_codes(_signs(unit), rescore_count(self.rows, k))
             scores = self.matrix[rows] @ unit
         top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         # lexsort: last key is primary; the id breaks ties, so the order is deterministic.
         order = top[np.lexsort((self.ids[rows[top]], -scores[top]))]
-        return [(int(self.ids[rows[i]]), float(1.0 - scores[i])) for i in order]
+        return [(int(self.ids[rows[i]]), float(1.0 - scores[i])) for i in order], every
 
     def _nearest_codes(self, query_code: np.ndarray, wanted: int) -> np.ndarray:
         """Row positions of the ``wanted`` smallest Hamming distances to ``query_code``."""
@@ -110,16 +117,18 @@ class VectorMatrix:
         at = np.flatnonzero(distance == cutoff)[: wanted - below.shape[0]]
         return np.concatenate((below, at))
 
-    def distances(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
-        """Cosine distance for specific passages; ids not held (above the ceiling, absent) are skipped."""
+    def distances(self, query: np.ndarray, passage_ids: list[int], every: np.ndarray | None = None) -> dict[int, float]:
+        """Cosine distance for specific passages; ids not held (above the ceiling, absent) are
+        skipped. ``every``: this query's similarity of every row, from :meth:`knn_scored`."""
         if not passage_ids or self.rows == 0:
             return {}
         wanted = np.asarray(passage_ids, dtype=np.int64)
         pos = np.searchsorted(self.ids, wanted)
         pos = np.minimum(pos, self.rows - 1)
         found = self.ids[pos] == wanted
-        scores = self.matrix[pos[found]] @ _unit(query)
-        return {int(pid): float(1.0 - s) for pid, s in zip(wanted[found], scores, strict=True)}
+        scores = every[pos[found]] if every is not None else self.matrix[pos[found]] @ _unit(query)
+        # 1 - similarity in float32, as knn() computes it, so both give a passage the same distance.
+        return dict(zip(wanted[found].tolist(), (1.0 - scores).tolist(), strict=True))
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

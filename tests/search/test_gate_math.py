@@ -24,6 +24,7 @@ from governed_evidence.search.gate import (
     background_similarity,
     calibration_for,
     confidence,
+    confidences,
 )
 
 CAL = ModelCalibration(floor=0.2, ceiling=0.6)
@@ -123,6 +124,24 @@ def test_confidence_is_monotone_and_bounded_over_a_grid() -> None:
     # The grid is not flat: it reaches both ends.
     assert conf(-0.3, -0.2) == 0.0
     assert conf(1.2, 1.7, -0.3) == 1.0
+
+
+def test_confidences_of_a_query_equal_confidence_of_each_candidate() -> None:
+    # The grid, its edges (floor, ceiling, clipping) and random values; None mixed in.
+    import random
+
+    rng = random.Random(7)
+    pairs: list[tuple[float | None, float]] = [(s, c) for s in [*SIMS, None] for c in COVS]
+    pairs += [(None if rng.random() < 0.1 else rng.uniform(-0.5, 1.2), rng.uniform(-0.2, 1.3)) for _ in range(300)]
+    sims, covs = [s for s, _ in pairs], [c for _, c in pairs]
+    compared = 0
+    for cal in CALIBRATION_SET:
+        for bg in BACKGROUNDS:
+            expected = [confidence(Signals(s, c, False, bg), cal) for s, c in pairs]
+            assert confidences(sims, covs, bg, cal) == expected
+            compared += len(expected)
+    assert compared == 4 * len(BACKGROUNDS) * (32 * 20 + 300)
+    assert confidences([], [], 0.3, CAL) == []
 
 
 def test_background_is_the_mean_of_ranks_5_to_15() -> None:

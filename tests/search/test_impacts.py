@@ -123,6 +123,31 @@ def test_stems_held_equal_the_rows_tokenised(built_index: Path) -> None:
             assert held[pid] == expected, (query, pid)
 
 
+def test_held_weight_sums_the_weights_of_the_stems_each_row_holds(built_index: Path) -> None:
+    conn = connect(built_index, readonly=True)
+    impacts = load_impacts(conn, Classification.RESTRICTED)
+    assert impacts is not None
+    ids = [int(r[0]) for r in conn.execute("SELECT id FROM passages")] + [10_000]
+    checked = 0
+    for n, query in enumerate(QUERIES):
+        _, phrases = _phrases(conn, query)
+        stems = [*dict.fromkeys(p for p in phrases if p), "zzznotaterm"]
+        weights = {stem: 1.0 + 0.5 * i + 0.01 * n for i, stem in enumerate(stems)}
+        held = impacts.holding(stems, ids)
+        got = impacts.held_weight(weights, ids)
+        assert set(got) == set(ids)
+        for pid in ids:
+            # Added in the weights' order, as held_weight adds them: equal to the last bit.
+            expected = 0.0
+            for stem in stems:
+                expected += weights[stem] if stem in held[pid] else 0.0
+            assert got[pid] == expected, (query, pid)
+            checked += expected > 0
+    assert checked > 0
+    assert impacts.held_weight({}, ids) == dict.fromkeys(ids, 0.0)
+    assert impacts.held_weight({"security": 1.0}, []) == {}
+
+
 def test_loading_writes_nothing_to_the_index_file(built_index: Path) -> None:
     before = (built_index.stat().st_size, built_index.read_bytes())
     conn = connect(built_index, readonly=True)

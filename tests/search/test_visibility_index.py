@@ -1,0 +1,71 @@
+"""The ceiling check's covering index: the same answer as the rows themselves, at every level.
+
+Every search checks its fused candidates against the caller's ceiling a second time in SQL
+(beside the per-level rankings). Files built now answer that from the covering index
+``passages_visible``; files built before it answer from the rows, and are still served.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import apsw
+
+from governed_evidence.config import Classification
+from governed_evidence.search import sql
+from governed_evidence.search.service import SearchService
+from governed_evidence.store.connection import connect
+from tests.helpers import HashEmbedder
+
+QUERIES = ["travel expenses", "Quillmoor acquisition", "vendor dispute invoices", "password rotation", "holiday"]
+
+
+def _plan(conn: apsw.Connection, covering: bool) -> str:
+    indexed = f" INDEXED BY {sql.VISIBILITY_INDEX}" if covering else ""
+    query = (
+        f"EXPLAIN QUERY PLAN SELECT p.id FROM passages p{indexed} "
+        "WHERE p.id IN (1, 2) AND p.classification <= 0 AND p.searchable = 1"
+    )
+    return " ".join(str(row[-1]) for row in conn.execute(query))
+
+
+def test_a_new_build_has_the_index_and_the_check_reads_it(built_index: Path) -> None:
+    conn = connect(built_index, readonly=True)
+    assert sql.has_visibility_index(conn)
+    assert f"COVERING INDEX {sql.VISIBILITY_INDEX}" in _plan(conn, covering=True)
+    conn.close()
+
+
+def test_the_index_answers_exactly_as_the_rows_at_every_level(built_index: Path) -> None:
+    conn = connect(built_index, readonly=True)
+    rows = conn.execute("SELECT id, classification, searchable FROM passages").fetchall()
+    ids = {int(r[0]) for r in rows} | {10_000, -1}  # and ids that do not exist
+    for level in Classification:
+        expected = {int(pid) for pid, cls, searchable in rows if cls <= level and searchable == 1}
+        from_rows = sql.passage_documents(conn, level, ids, covering=False)
+        from_index = sql.passage_documents(conn, level, ids, covering=True)
+        assert from_index == from_rows
+        assert set(from_index) == expected
+    # The check is not vacuous: some passage is above the lowest level.
+    assert any(int(cls) > Classification.PUBLIC for _, cls, _ in rows)
+    conn.close()
+
+
+def test_a_file_built_before_the_index_is_served_the_same(
+    tmp_path: Path, built_index: Path, hash_embedder: HashEmbedder
+) -> None:
+    older = tmp_path / "older.sqlite"
+    shutil.copyfile(built_index, older)
+    conn = apsw.Connection(str(older))
+    conn.execute(f"DROP INDEX {sql.VISIBILITY_INDEX}")
+    conn.close()
+    assert not sql.has_visibility_index(connect(older, readonly=True))
+    for ceiling in (Classification.PUBLIC, Classification.INTERNAL, Classification.RESTRICTED):
+        new = SearchService(built_index, ceiling=ceiling, embedder_factory=lambda: hash_embedder, gate_enabled=False)
+        old = SearchService(older, ceiling=ceiling, embedder_factory=lambda: hash_embedder, gate_enabled=False)
+        for query in QUERIES:
+            got = old.search(query, limit=20, confidence_level="normal").model_dump()
+            assert got == new.search(query, limit=20, confidence_level="normal").model_dump()
+        new.reader.close()
+        old.reader.close()
