@@ -14,6 +14,14 @@ query vectors the search benchmark saves (``.cache/bench/query-vectors.npy``).
 
 from __future__ import annotations
 
+import os
+
+if __name__ == "__main__":  # run as a program only: importing this module (the tests) changes nothing
+    # One BLAS thread, as the side-by-side protocol and the server run it (set before numpy
+    # loads). OpenBLAS's default of one thread a core halves the product on an idle machine
+    # and so would not show the stage a served search spends.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import json
 from pathlib import Path
