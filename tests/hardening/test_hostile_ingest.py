@@ -272,6 +272,11 @@ def _stored(db: Path, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+# A hang guard, not a speed claim: what keeps the hostile files cheap is asserted below as
+# outcomes (the 200 MB file refused by its size before it is read, the bombs by their declared
+# expansion); ingest speed is measured by `make bench`. It was a 60 s wall-clock bound, which a
+# 3x slower host at nice 19 beside CI crossed (130 s) with every outcome right.
+@pytest.mark.timeout(900)
 def test_hostile_corpus_gets_a_clear_outcome_per_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = _build_corpus(tmp_path, tmp_path / "outside.md")
     assert (corpus / "public/huge.md").stat().st_size == 200 * MB
@@ -292,6 +297,7 @@ def test_hostile_corpus_gets_a_clear_outcome_per_file(tmp_path: Path, monkeypatc
         corpus, db, HashEmbedder(), ceiling=Classification.RESTRICTED, default_classification=Classification.PUBLIC,
         progress=None,
     )  # fmt: skip
+    # Reported beside the counts (the hardening figures), not asserted: see the guard above.
     seconds = time.perf_counter() - started
 
     rejected = dict(report.rejected)
@@ -305,7 +311,6 @@ def test_hostile_corpus_gets_a_clear_outcome_per_file(tmp_path: Path, monkeypatc
     assert set(rejected) | indexed == set(EXPECTED), "every file has exactly one outcome"
     assert report.files_seen == len(EXPECTED)
     assert connections == [], "ingest opened a network connection"
-    assert seconds < 60, f"ingest took {seconds:.1f} s"
     warnings = dict(report.warnings)
     assert "not prose" in warnings["public/deep-quotes.md"]
 
