@@ -156,10 +156,9 @@ def _quick_peers(size: int, python: Path = PEERS_PYTHON, out: Path = QUICK_PEERS
     return {"run": found, "entry": found["sizes"][str(size)]}
 
 
-def quick_line(size: int, search: dict[str, Any], peers: dict[str, Any]) -> dict[str, Any]:
-    """The one JSON object `make bench-quick` ends with: this run's search figures and, from the
-    interleaved peers run (:func:`_quick_peers`), the project's p95 against the best peer's."""
-    line: dict[str, Any] = {
+def search_line(size: int, search: dict[str, Any]) -> dict[str, Any]:
+    """This run's search figures at one size (each size's progress line; the start of :func:`quick_line`)."""
+    return {
         "passages": size,
         "hybrid_p50_ms": search["hybrid_ms"]["p50"],
         "hybrid_p95_ms": search["hybrid_ms"]["p95"],
@@ -169,6 +168,12 @@ def quick_line(size: int, search: dict[str, Any], peers: dict[str, Any]) -> dict
         "numpy_p95_ms": search["numpy_ms"]["p95"],
         "recall_at_10": search["recall_at_10"],
     }
+
+
+def quick_line(size: int, search: dict[str, Any], peers: dict[str, Any]) -> dict[str, Any]:
+    """The one JSON object `make bench-quick` ends with: this run's search figures and, from the
+    interleaved peers run (:func:`_quick_peers`), the project's p95 against the best peer's."""
+    line = search_line(size, search)
     entry = peers.get("entry")
     if entry is None:
         line.update(ratio_to_best_peer_p95=None, best_peer=None, peers_note=peers.get("reason"))
@@ -232,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         db, info = _index_for(size, ns.rebuild)
         print(f"[bench] {size} passages: index ready ({info.get('build_s')} s build)", file=sys.stderr)
         search = _phase(["search", "--db", str(db), "--queries", str(ns.queries)])
-        print(f"[bench] {size} passages: {json.dumps(quick_line(size, search, {}))}", file=sys.stderr)
+        print(f"[bench] {size} passages: {json.dumps(search_line(size, search))}", file=sys.stderr)
         results["sizes"][str(size)] = {"build": info, "search": search}
     if ns.quick:
         print("[bench] 10000 passages: the project beside tantivy and bm25s, interleaved", file=sys.stderr)

@@ -27,7 +27,7 @@ from benchmarks.peers import (
     visible_qrels,
 )
 from benchmarks.peers_report import BEGIN, END, best_peer, peers_section, ratio_to_best_peer, replace_section
-from benchmarks.run import quick_line
+from benchmarks.run import quick_line, search_line
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
@@ -187,6 +187,14 @@ def test_without_the_peers_the_quick_line_gives_no_ratio_and_says_why() -> None:
     assert line["ratio_to_best_peer_p95"] is None
     assert line["peers_note"] == "the peers are not installed"
     assert "best_peer_p95_ms" not in line
+
+
+def test_each_size_s_progress_line_holds_its_search_figures_and_no_peer_fields() -> None:
+    # Printed before the peers run: a ratio, or a note of no peers, would say something untrue.
+    line = search_line(10_000, _SEARCH)
+    assert (line["passages"], line["hybrid_p95_ms"], line["recall_at_10"]) == (10_000, 9.0, 1.0)
+    assert not {k for k in line if "peer" in k}
+    assert quick_line(10_000, _SEARCH, {"reason": "x"}).items() >= line.items()
 
 
 def test_without_the_peers_venv_no_peers_run_is_started(tmp_path: Path) -> None:
