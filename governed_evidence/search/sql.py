@@ -30,6 +30,7 @@ __all__ = [
     "quick_check",
     "vector_ranking",
     "vector_sql",
+    "visibility_sql",
 ]
 
 #: The covering index of the ceiling check (store/schema.py); files built before it lack it.
@@ -103,15 +104,18 @@ def passage_documents(
     if not ids:
         return {}
     ordered = sorted(ids)
-    marks = ",".join("?" * len(ordered))
+    rows = conn.execute(visibility_sql(len(ordered), covering=covering), (*ordered, int(level)))
+    return {int(pid): str(path) for pid, path in rows}
+
+
+def visibility_sql(count: int, *, covering: bool) -> str:
+    """The statement of :func:`passage_documents` for ``count`` ids, then the level."""
     # SQLite's planner prefers the primary key for `id IN (...)`: the covering index is named.
     indexed = f" INDEXED BY {VISIBILITY_INDEX}" if covering else ""
-    rows = conn.execute(
+    return (
         f"SELECT p.id, d.path FROM passages p{indexed} JOIN documents d ON d.id = p.document_id "
-        f"WHERE p.id IN ({marks}) AND p.classification <= ? AND p.searchable = 1",
-        (*ordered, int(level)),
+        f"WHERE p.id IN ({','.join('?' * count)}) AND p.classification <= ? AND p.searchable = 1"
     )
-    return {int(pid): str(path) for pid, path in rows}
 
 
 def passage_by_citation(conn: apsw.Connection, ceiling: Classification, citation_id: str) -> Passage | None:
