@@ -125,15 +125,6 @@ class ImpactIndex:
         order = matched[np.lexsort((self.ids[matched], -scores[matched]))]
         return [int(pid) for pid in self.ids[order]]
 
-    def holding(self, stems: Sequence[str], passage_ids: Iterable[int]) -> dict[int, frozenset[str]]:
-        """Which of ``stems`` each passage holds (a passage not in this index holds none)."""
-        distinct = list(dict.fromkeys(stems))
-        wanted, held = self._held(distinct, passage_ids)
-        return {
-            int(pid): frozenset(stem for stem, has in zip(distinct, column, strict=True) if has)
-            for pid, column in zip(wanted.tolist(), held.T.tolist(), strict=True)
-        }
-
     def held_weight(self, weights: Mapping[str, float], passage_ids: Iterable[int]) -> dict[int, float]:
         """For each passage, the sum of ``weights`` over the stems it holds (the coverage signal's
         numerator), added in the order of ``weights``; a passage not in this index holds none."""

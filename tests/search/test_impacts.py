@@ -103,44 +103,55 @@ def test_impact_lists_hold_only_searchable_passages_at_or_below_their_level(
     assert {t: impacts.frequency(t) for t in impacts.terms} == stored
 
 
+def _tokenised(conn: object, level: Classification, ids: list[int]) -> dict[int, frozenset[str]]:
+    """Each visible passage's terms as the index tokenizer gives them (none for the others)."""
+    tokenizer = index_tokenizer(conn)  # type: ignore[arg-type]
+    rows = sql.passages_by_id(conn, level, set(ids))  # type: ignore[arg-type]
+    out: dict[int, frozenset[str]] = {}
+    for pid in ids:
+        row = rows.get(pid)
+        out[pid] = frozenset()
+        if row is not None:
+            out[pid] = frozenset(bm25.row_terms(tokenizer, (row.title, row.heading, row.search_text)).terms)
+    return out
+
+
 def test_stems_held_equal_the_rows_tokenised(built_index: Path) -> None:
     conn = connect(built_index, readonly=True)
     level = Classification.RESTRICTED
     impacts = load_impacts(conn, level)
     assert impacts is not None
-    tokenizer = index_tokenizer(conn)
     ids = [int(r[0]) for r in conn.execute("SELECT id FROM passages")]
-    rows = sql.passages_by_id(conn, level, set(ids))
+    terms = _tokenised(conn, level, ids)
     for query in QUERIES:
         _, phrases = _phrases(conn, query)
-        stems = [p for p in phrases if p]
-        held = impacts.holding(stems, ids)
+        stems = list(dict.fromkeys(p for p in phrases if p))
+        # Stem i weighs 2**i: a passage's sum names exactly the stems it holds.
+        held = impacts.held_weight({stem: 2.0**i for i, stem in enumerate(stems)}, ids)
         for pid in ids:
-            expected: set[str] = set()
-            if pid in rows:
-                row = rows[pid]
-                expected = bm25.row_terms(tokenizer, (row.title, row.heading, row.search_text)).terms & set(stems)
-            assert held[pid] == expected, (query, pid)
+            found = {stem for i, stem in enumerate(stems) if int(held[pid]) >> i & 1}
+            assert found == terms[pid] & set(stems), (query, pid)
 
 
 def test_held_weight_sums_the_weights_of_the_stems_each_row_holds(built_index: Path) -> None:
     conn = connect(built_index, readonly=True)
-    impacts = load_impacts(conn, Classification.RESTRICTED)
+    level = Classification.RESTRICTED
+    impacts = load_impacts(conn, level)
     assert impacts is not None
     ids = [int(r[0]) for r in conn.execute("SELECT id FROM passages")] + [10_000]
+    terms = _tokenised(conn, level, ids)
     checked = 0
     for n, query in enumerate(QUERIES):
         _, phrases = _phrases(conn, query)
         stems = [*dict.fromkeys(p for p in phrases if p), "zzznotaterm"]
         weights = {stem: 1.0 + 0.5 * i + 0.01 * n for i, stem in enumerate(stems)}
-        held = impacts.holding(stems, ids)
         got = impacts.held_weight(weights, ids)
         assert set(got) == set(ids)
         for pid in ids:
             # Added in the weights' order, as held_weight adds them: equal to the last bit.
             expected = 0.0
             for stem in stems:
-                expected += weights[stem] if stem in held[pid] else 0.0
+                expected += weights[stem] if stem in terms[pid] else 0.0
             assert got[pid] == expected, (query, pid)
             checked += expected > 0
     assert checked > 0
