@@ -105,10 +105,6 @@ class Signals(NamedTuple):
     background: float | None = None
 
 
-def _clip(x: float) -> float:
-    return 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
-
-
 def background_similarity(similarities: list[float]) -> float | None:
     """Mean similarity of the semantic ranks in :data:`BACKGROUND_RANKS` (best first)."""
     first, last = BACKGROUND_RANKS
@@ -119,18 +115,9 @@ def background_similarity(similarities: list[float]) -> float | None:
 
 
 def confidence(signals: Signals, calibration: ModelCalibration) -> float:
-    """Combine the signals into 0-1; without a similarity, coverage alone must carry it."""
-    coverage = _clip(signals.coverage)
-    if signals.similarity is None:
-        # Keyword-only: full coverage of the content words is strong evidence, partial weak.
-        return round(_clip(coverage**1.5), 4)
-    sim = signals.similarity
-    semantic = _clip((sim - calibration.floor) / (calibration.ceiling - calibration.floor))
-    if signals.background is not None:
-        distinct = _clip((sim - signals.background) / calibration.distinct_scale)
-        semantic *= calibration.distinct_base + (1.0 - calibration.distinct_base) * distinct
-    keyword = calibration.coverage_weight * coverage**2
-    return round(_clip(1.0 - (1.0 - semantic) * (1.0 - keyword)), 4)
+    """Combine the signals into 0-1; without a similarity, coverage alone must carry it
+    (one candidate of :func:`confidences`)."""
+    return confidences([signals.similarity], [signals.coverage], signals.background, calibration)[0]
 
 
 def confidences(
@@ -139,11 +126,10 @@ def confidences(
     background: float | None,
     calibration: ModelCalibration,
 ) -> list[float]:
-    """:func:`confidence` of every candidate of one query (they share ``background``) at once:
-    the same float64 operations in the same order, rounded the same way, so the same numbers.
+    """The confidence of every candidate of one query (they share ``background``), at once.
 
-    A search scores every fused candidate (about 90 at 50 a side): one call costs about what
-    four calls to :func:`confidence` do.
+    A search scores every fused candidate (about 90 at 50 a side) in this one call: a few
+    array operations instead of the same arithmetic once a candidate in Python.
     """
     if not coverage:
         return []
@@ -154,9 +140,10 @@ def confidences(
         distinct = np.clip((sim - background) / calibration.distinct_scale, 0.0, 1.0)
         semantic *= calibration.distinct_base + (1.0 - calibration.distinct_base) * distinct
     combined = np.clip(1.0 - (1.0 - semantic) * (1.0 - calibration.coverage_weight * cov**2), 0.0, 1.0)
-    # Without a similarity, coverage alone carries it (as in confidence()).
+    # Keyword-only (no similarity): full coverage of the content words is strong evidence,
+    # partial weak.
     keyword_only = np.clip(cov**1.5, 0.0, 1.0)
-    # Python's round (correctly rounded decimal), not numpy's (scaled), as confidence() rounds.
+    # Python's round (correctly rounded decimal), not numpy's (scaled).
     return [
         round(k if s is None else c, 4)
         for s, c, k in zip(similarity, combined.tolist(), keyword_only.tolist(), strict=True)

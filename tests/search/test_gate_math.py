@@ -127,7 +127,8 @@ def test_confidence_is_monotone_and_bounded_over_a_grid() -> None:
 
 
 def test_confidences_of_a_query_equal_confidence_of_each_candidate() -> None:
-    # The grid, its edges (floor, ceiling, clipping) and random values; None mixed in.
+    # A batch gives each candidate what it gets alone (the background shared, None per
+    # candidate): the grid, its edges (floor, ceiling, clipping) and random values.
     import random
 
     rng = random.Random(7)
