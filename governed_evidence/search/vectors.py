@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import apsw
 import numpy as np
@@ -178,7 +179,12 @@ def load_matrix(
     a cancelled copy returns None.
     """
     expected = count_searchable(conn, level)
-    matrix = np.empty((expected, dimension), dtype=np.float32)
+    # Up to EXACT_ROWS every query is one matrix-vector product over the whole matrix: held
+    # column-major, OpenBLAS streams each dimension's column into the scores (sgemv "N"),
+    # 35-40% faster at 10k rows than a dot product per row (benchmarks/findings.md). Above it
+    # the rescored rows are gathered by position, which wants rows contiguous.
+    order: Literal["C", "F"] = "F" if expected <= EXACT_ROWS else "C"
+    matrix = np.empty((expected, dimension), dtype=np.float32, order=order)
     ids = np.empty(expected, dtype=np.int64)
     codes: np.ndarray | None = None
     if expected > EXACT_ROWS:
@@ -220,13 +226,18 @@ def load_matrix(
             if cancelled():
                 return None
     flush()
-    matrix, ids = matrix[:rows], ids[:rows]
+    if rows < expected:
+        # A column-major matrix cut short is strided; copied, so the product stays one stream.
+        matrix, ids = np.require(matrix[:rows], requirements=order), ids[:rows]
     codes = np.ascontiguousarray(codes[:, :rows]) if codes is not None and rows < expected else codes
     if rows > 1 and not bool(np.all(ids[1:] > ids[:-1])):
         # Sorted in numpy, not with ORDER BY, which would spill every vector into a temporary b-tree.
-        order = np.argsort(ids, kind="stable")
-        ids, matrix = ids[order], matrix[order]
-        codes = np.ascontiguousarray(codes[:, order]) if codes is not None else None
+        by_id = np.argsort(ids, kind="stable")
+        # Into a matrix of the same layout: one copy at the peak, as before.
+        sorted_matrix = np.empty_like(matrix, order=order)
+        np.take(matrix, by_id, axis=0, out=sorted_matrix, mode="clip")  # "raise" buffers a copy
+        ids, matrix = ids[by_id], sorted_matrix
+        codes = np.ascontiguousarray(codes[:, by_id]) if codes is not None else None
     return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import apsw
 import numpy as np
 import pytest
 
@@ -205,3 +206,57 @@ def test_a_copy_stops_between_blocks_when_cancelled(tmp_path: Path) -> None:
     assert calls == [1]
     whole = load_matrix(conn, Classification.PUBLIC, 8)
     assert whole is not None and whole.rows == 9000
+
+
+def _file_of_vectors(path: Path, rows: np.ndarray, ids: list[int]) -> apsw.Connection:
+    """An index holding only ``rows`` as the vectors of passages ``ids``, inserted in that order."""
+    from governed_evidence.store.schema import schema_sql
+
+    conn = connect(path, readonly=False)
+    conn.execute(schema_sql(rows.shape[1], Classification.PUBLIC))
+    conn.execute("BEGIN")
+    conn.execute(
+        "INSERT INTO documents(id, path, title, format, classification, content_hash, status, source_mtime, "
+        "passage_count, refused_count) VALUES (1, 'a.md', 'A', 'markdown', 0, 'h', 'active', 0, 0, 0)"
+    )
+    for pid, row in zip(ids, rows, strict=True):
+        conn.execute(
+            "INSERT INTO passages(id, document_id, ordinal, citation_id, title, heading, classification, "
+            "searchable, text, text_hash) VALUES (?, 1, ?, ?, 'A', '', 0, 1, 't', 'h')",
+            (pid, pid, f"c{pid}"),
+        )
+        conn.execute(
+            "INSERT INTO passage_vectors(passage_id, embedding, classification, searchable) VALUES (?, ?, 0, 1)",
+            (pid, row.astype(np.float32).tobytes()),
+        )
+    conn.execute("COMMIT")
+    return conn
+
+
+@pytest.mark.parametrize("exact_rows", [10_000, 100])
+def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_rows: int
+) -> None:
+    """Column-major while every query is a full product (the faster matrix-vector kernel),
+    row-major when rescored rows are gathered; either way each id keeps its own unit vector,
+    including when the file returns the vectors out of id order."""
+    monkeypatch.setattr(vectors, "EXACT_ROWS", exact_rows)
+    rng = np.random.default_rng(5)
+    raw = rng.standard_normal((300, 16)).astype(np.float32)
+    raw[7] = 0.0  # no direction: held as zeros
+    ids = list(range(300, 0, -1))  # inserted (and read back) in descending id order
+    conn = _file_of_vectors(tmp_path / "v.sqlite", raw, ids)
+    matrix = load_matrix(conn, Classification.PUBLIC, 16)
+    assert matrix is not None
+    if exact_rows >= 300:
+        assert matrix.matrix.flags.f_contiguous and matrix.codes is None
+    else:
+        assert matrix.matrix.flags.c_contiguous and matrix.codes is not None
+    assert matrix.ids.tolist() == list(range(1, 301))
+    norms = np.linalg.norm(raw, axis=1, keepdims=True)
+    unit = np.divide(raw, norms, out=np.zeros_like(raw), where=norms > 0)
+    by_id = {pid: unit[i] for i, pid in enumerate(ids)}
+    np.testing.assert_allclose(matrix.matrix, np.stack([by_id[p] for p in range(1, 301)]), atol=1e-6)
+    query = rng.standard_normal(16).astype(np.float32)
+    reference = VectorMatrix(Classification.PUBLIC, matrix.ids, np.ascontiguousarray(matrix.matrix))
+    assert [p for p, _ in matrix.knn(query, 10)] == [p for p, _ in reference.knn(query, 10)]
