@@ -58,6 +58,7 @@ __all__ = [
     "PEERS",
     "PEER_MODULES",
     "Corpus",
+    "balanced_orders",
     "chosen_peers",
     "documents_in_order",
     "interleaved",
@@ -161,6 +162,29 @@ def paired_bootstrap(
     return round(float(diff.mean()), 4), round(float(low), 4), round(float(high), 4)
 
 
+def balanced_orders(count: int) -> list[list[int]]:
+    """Orders of ``count`` systems in which each runs first equally often and right after each
+    other system equally often (a Williams design: ``count`` orders, twice that when odd).
+
+    Rotating one order keeps its neighbours: each system would always follow the same one, and
+    whatever that one leaves behind (threads still spinning, caches filled) would always land on it.
+    """
+    if count <= 0:
+        return []
+    first = [0]
+    low, high = 1, count - 1
+    while len(first) < count:
+        first.append(low)
+        low += 1
+        if len(first) < count:
+            first.append(high)
+            high -= 1
+    orders = [[(s + shift) % count for s in first] for shift in range(count)]
+    if count % 2:
+        orders += [order[::-1] for order in orders]
+    return orders
+
+
 def interleaved(
     systems: Mapping[str, Callable[[int], object]],
     items: int,
@@ -169,21 +193,23 @@ def interleaved(
     warmup: int = WARMUP,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
-    """Milliseconds per call of every system on items 0..items-1, ``passes`` times, round-robin.
+    """Milliseconds per call of every system on items 0..items-1, ``passes`` times.
 
-    Each item runs on every system before the next item; the order of the systems rotates by
-    one each item, so no system always runs first (cold caches) or right after a given other.
+    Each item runs on every system before the next item, in the orders of
+    :func:`balanced_orders` taken in turn, so no system always runs first (cold caches) or
+    always right after a given other.
     """
     names = list(systems)
     for i in range(min(warmup, items)):
         for name in names:
             systems[name](i)
     out: dict[str, list[float]] = {name: [] for name in names}
+    orders = balanced_orders(len(names))
     turn = 0
     for _ in range(passes):
         for i in range(items):
-            shift = turn % len(names)
-            for name in names[shift:] + names[:shift]:
+            for position in orders[turn % len(orders)]:
+                name = names[position]
                 t0 = clock()
                 systems[name](i)
                 out[name].append((clock() - t0) * 1000)
@@ -598,6 +624,7 @@ def main(argv: list[str] | None = None) -> None:
             "queries": ns.queries,
             "passes": ns.passes,
             "warmup": WARMUP,
+            "order": "balanced",
             "limit": LIMIT,
             "candidates": CANDIDATES,
             "quality_depth": QUALITY_DEPTH,

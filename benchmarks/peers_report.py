@@ -32,6 +32,12 @@ PEERS_JSON = Path(__file__).resolve().parent.parent / "docs" / "peers.json"
 PROJECT = "project"
 #: Rows that are the project's, never a peer (the best peer is chosen among the others).
 PROJECT_ROWS = frozenset({PROJECT, "project_with_embedding"})
+#: How the systems were ordered for each query (``protocol.order``; runs before it was recorded rotated).
+ORDERS = {
+    "rotated": "the order rotated each query",
+    "balanced": "the order changing each query so that each system runs first, and right after each "
+    "other system, equally often",
+}
 
 
 def load_peers(path: Path = PEERS_JSON) -> dict[str, Any] | None:
@@ -97,7 +103,7 @@ def peers_section(peers: dict[str, Any]) -> list[str]:
         f"`SearchService.search(mode='hybrid', limit={p.get('limit')})` with the gate off; *embedding the query "
         "itself* is the same search with the real model inside it.",
         f"- **Interleaved.** {p.get('queries')} SciFact test queries x {p.get('passes')} passes, round-robin over "
-        "the systems in one process (the order rotated each query), after "
+        f"the systems in one process ({ORDERS.get(str(p.get('order')), ORDERS['rotated'])}), after "
         f"{p.get('warmup')} warm-up queries each. Every system fuses two top-{p.get('candidates')} lists and "
         f"returns {p.get('limit')}.",
         f"- **Peers.** Plain RRF (k={p.get('rrf_k')}) of a BM25 list (tantivy `en_stem`; bm25s with English stop "

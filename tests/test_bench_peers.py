@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from benchmarks.peers import (
     PEER_MODULES,
     PEERS,
     Corpus,
+    balanced_orders,
     chosen_peers,
     documents_in_order,
     interleaved,
@@ -78,20 +80,42 @@ def test_only_abstracts_in_the_corpus_are_judged() -> None:
     assert visible_qrels(qrels, {"a"}) == {"q1": {"a": 1}}
 
 
-def test_interleaving_rotates_the_systems_and_repeats_each_pass() -> None:
+def test_interleaving_runs_every_system_on_each_item_in_balanced_orders() -> None:
     calls: list[tuple[str, int]] = []
     systems = {name: (lambda i, n=name: calls.append((n, i))) for name in ("a", "b", "c")}
     ticks = iter(range(1000))
     out = interleaved(systems, 2, passes=2, warmup=1, clock=lambda: float(next(ticks)))
     assert calls[:3] == [("a", 0), ("b", 0), ("c", 0)]  # the warm-up
     timed = calls[3:]
+    # Item by item, every system once each, in the first four balanced orders of three.
     assert timed == [
         ("a", 0), ("b", 0), ("c", 0),
         ("b", 1), ("c", 1), ("a", 1),
         ("c", 0), ("a", 0), ("b", 0),
-        ("a", 1), ("b", 1), ("c", 1),
+        ("c", 1), ("b", 1), ("a", 1),
     ]  # fmt: skip
     assert {name: len(v) for name, v in out.items()} == {"a": 4, "b": 4, "c": 4}
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 6, 7])
+def test_balanced_orders_put_each_system_first_and_after_each_other_equally_often(count: int) -> None:
+    orders = balanced_orders(count)
+    assert len(orders) == (2 * count if count % 2 else count)
+    assert all(sorted(order) == list(range(count)) for order in orders)
+    firsts = Counter(order[0] for order in orders)
+    assert set(firsts.values()) == {len(orders) // count}
+    follows = Counter((order[j], order[j + 1]) for order in orders for j in range(count - 1))
+    pairs = count * (count - 1)
+    assert len(follows) == pairs
+    assert len(set(follows.values())) <= 1  # every ordered pair adjacent the same number of times
+
+
+def test_rotating_one_order_would_not_balance_its_neighbours() -> None:
+    # What the balanced orders replace: every rotation of (a, b, c) keeps b right after a.
+    rotations = [[(s + shift) % 3 for s in range(3)] for shift in range(3)]
+    follows = Counter((o[j], o[j + 1]) for o in rotations for j in range(2))
+    assert follows[(1, 0)] == 0 and follows[(0, 1)] == 2
+    assert balanced_orders(0) == []
 
 
 def _systems() -> dict[str, dict[str, object]]:
