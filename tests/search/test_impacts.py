@@ -159,6 +159,32 @@ def test_held_weight_sums_the_weights_of_the_stems_each_row_holds(built_index: P
     assert impacts.held_weight({"security": 1.0}, []) == {}
 
 
+def test_scores_equal_one_add_per_phrase_to_the_last_bit(built_index: Path) -> None:
+    """The one-pass sum gives each row exactly what adding each phrase's idf x impact in turn
+    gives: repeated stems count each time, unknown ones add nothing."""
+    conn = connect(built_index, readonly=True)
+    impacts = load_impacts(conn, Classification.RESTRICTED)
+    assert impacts is not None
+    for query in QUERIES:
+        _, phrases = _phrases(conn, query)
+        phrases = [*phrases, "zzznotaterm", *phrases[:1]]
+        expected = np.zeros(impacts.rows, dtype=np.float64)
+        for phrase in phrases:
+            t = impacts.terms.get(phrase)
+            if t is None:
+                continue
+            postings = slice(impacts.starts[t], impacts.starts[t + 1])
+            positions, shares = impacts.positions[postings], impacts.impacts[postings]
+            weight = bm25.idf(impacts.totals.rows, int(positions.shape[0]))
+            for position, impact in zip(positions.tolist(), shares, strict=True):
+                expected[position] += weight * impact
+        got = impacts.scores(phrases)
+        assert got.dtype == np.float64
+        assert np.array_equal(got, expected), query
+    assert not impacts.scores([]).any()
+    assert not impacts.scores(["zzznotaterm"]).any()
+
+
 def test_loading_writes_nothing_to_the_index_file(built_index: Path) -> None:
     before = (built_index.stat().st_size, built_index.read_bytes())
     conn = connect(built_index, readonly=True)
