@@ -180,8 +180,9 @@ def load_matrix(
     """
     expected = count_searchable(conn, level)
     # Up to EXACT_ROWS every query is one matrix-vector product over the whole matrix: held
-    # column-major, OpenBLAS streams each dimension's column into the scores (sgemv "N"),
-    # 35-40% faster at 10k rows than a dot product per row (benchmarks/findings.md). Above it
+    # column-major, OpenBLAS streams each dimension's column into the scores (sgemv "N"):
+    # 1.66 to 1.05 ms p50 at 10k rows against a dot product per row, the same top 50
+    # (`python -m benchmarks.matrix_layout`, docs/performance.md). Above it
     # the rescored rows are gathered by position, which wants rows contiguous.
     order: Literal["C", "F"] = "F" if expected <= EXACT_ROWS else "C"
     matrix = np.empty((expected, dimension), dtype=np.float32, order=order)
