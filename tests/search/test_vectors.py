@@ -174,40 +174,6 @@ def test_a_closing_service_copies_nothing_and_still_answers(built_index: Path, h
     assert svc.search("travel expenses", mode="semantic").results
 
 
-def test_a_copy_stops_between_blocks_when_cancelled(tmp_path: Path) -> None:
-    from governed_evidence.store.schema import schema_sql
-
-    conn = connect(tmp_path / "many.sqlite", readonly=False)
-    conn.execute(schema_sql(8, Classification.PUBLIC))
-    rng = np.random.default_rng(3)
-    conn.execute("BEGIN")
-    conn.execute(
-        "INSERT INTO documents(id, path, title, format, classification, content_hash, status, source_mtime, "
-        "passage_count, refused_count) VALUES (1, 'a.md', 'A', 'markdown', 0, 'h', 'active', 0, 0, 0)"
-    )
-    for pid in range(1, 9001):
-        conn.execute(
-            "INSERT INTO passages(id, document_id, ordinal, citation_id, title, heading, classification, "
-            "searchable, text, text_hash) VALUES (?, 1, ?, ?, 'A', '', 0, 1, 't', 'h')",
-            (pid, pid, f"c{pid}"),
-        )
-        conn.execute(
-            "INSERT INTO passage_vectors(passage_id, embedding, classification, searchable) VALUES (?, ?, 0, 1)",
-            (pid, rng.standard_normal(8).astype(np.float32).tobytes()),
-        )
-    conn.execute("COMMIT")
-    calls: list[int] = []
-
-    def cancelled() -> bool:
-        calls.append(1)
-        return True
-
-    assert load_matrix(conn, Classification.PUBLIC, 8, cancelled=cancelled) is None
-    assert calls == [1]
-    whole = load_matrix(conn, Classification.PUBLIC, 8)
-    assert whole is not None and whole.rows == 9000
-
-
 def _file_of_vectors(path: Path, rows: np.ndarray, ids: list[int]) -> apsw.Connection:
     """An index holding only ``rows`` as the vectors of passages ``ids``, inserted in that order."""
     from governed_evidence.store.schema import schema_sql
@@ -231,6 +197,21 @@ def _file_of_vectors(path: Path, rows: np.ndarray, ids: list[int]) -> apsw.Conne
         )
     conn.execute("COMMIT")
     return conn
+
+
+def test_a_copy_stops_between_blocks_when_cancelled(tmp_path: Path) -> None:
+    rows = np.random.default_rng(3).standard_normal((9000, 8)).astype(np.float32)
+    conn = _file_of_vectors(tmp_path / "many.sqlite", rows, list(range(1, 9001)))
+    calls: list[int] = []
+
+    def cancelled() -> bool:
+        calls.append(1)
+        return True
+
+    assert load_matrix(conn, Classification.PUBLIC, 8, cancelled=cancelled) is None
+    assert calls == [1]
+    whole = load_matrix(conn, Classification.PUBLIC, 8)
+    assert whole is not None and whole.rows == 9000
 
 
 @pytest.mark.parametrize("exact_rows", [10_000, 100])
