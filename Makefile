@@ -77,9 +77,14 @@ define fresh_venv
 	$(PYTHON) -m venv $(1)
 endef
 
+# --no-deps: each lock is complete by construction (uv resolved it), so pip installs exactly
+# what it pins and `pip check` proves it consistent. Resolving again is not only redundant:
+# the pip that `python -m venv` bundles with Python 3.11 (23.2) looks a pinned package's
+# extras up on the index (readability-lxml's lxml[html-clean]), finds a release newer than
+# the pin, and refuses it in --require-hashes mode, so a new lxml on PyPI broke every install.
 $(STAMP): pyproject.toml requirements/lock.txt
 	$(call fresh_venv,$(VENV),$(VENV_ID))
-	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/lock.txt
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements/lock.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@$(BIN)/python -m pip check || { echo "the lock does not satisfy pyproject.toml: run 'make lock'" >&2; exit 1; }
 	echo '$(PYTHON_ID)' > $(STAMP)
@@ -88,7 +93,8 @@ install: $(STAMP)
 
 $(TOOLS_STAMP): requirements/tools.txt
 	$(call fresh_venv,$(TOOLS_VENV),$(TOOLS_VENV_ID))
-	$(TOOLS_BIN)/python -m pip install --quiet --require-hashes -r requirements/tools.txt
+	$(TOOLS_BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements/tools.txt
+	@$(TOOLS_BIN)/python -m pip check
 	echo '$(PYTHON_ID)' > $(TOOLS_STAMP)
 
 tools: $(TOOLS_STAMP)
