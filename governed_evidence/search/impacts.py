@@ -86,8 +86,8 @@ class ImpactIndex:
         A repeated stem counts each time, as in FTS5. Every phrase's ``idf × impact`` goes into
         one ``bincount`` over the postings of all of them: half the time of one scatter-add per
         phrase into a reused array, allocation included (SciFact at 10k and 100k rows, synthetic
-        postings at 1M; docs/performance.md). A row's weights are
-        added in input order, so each sum is the one the per-phrase adds give, bit for bit.
+        postings at 1M; docs/performance.md). A row's weights are added in input order, so each
+        sum is the one the per-phrase adds give, bit for bit.
         """
         positions: list[np.ndarray] = []
         weights: list[np.ndarray] = []

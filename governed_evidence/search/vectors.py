@@ -230,7 +230,7 @@ def load_matrix(
     if rows < expected:
         # A column-major matrix cut short is strided; copied, so the product stays one stream.
         matrix, ids = np.require(matrix[:rows], requirements=order), ids[:rows]
-    codes = np.ascontiguousarray(codes[:, :rows]) if codes is not None and rows < expected else codes
+        codes = np.ascontiguousarray(codes[:, :rows]) if codes is not None else None
     if rows > 1 and not bool(np.all(ids[1:] > ids[:-1])):
         # Sorted in numpy, not with ORDER BY, which would spill every vector into a temporary b-tree.
         by_id = np.argsort(ids, kind="stable")
