@@ -23,7 +23,7 @@ validated on a held-out question set that was never used for tuning (docs/evalua
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
@@ -171,8 +171,16 @@ class GateOutcome(Generic[C]):
     best: float
 
 
-def apply_gate(candidates: Sequence[C], *, threshold: float, enabled: bool, limit: int) -> GateOutcome[C]:
-    """Keep what reaches ``threshold`` (everything when the gate is off), documents first, up to ``limit``."""
+def apply_gate(
+    candidates: Sequence[C],
+    *,
+    threshold: float,
+    enabled: bool,
+    limit: int,
+    document: Callable[[C], Hashable] | None = None,
+) -> GateOutcome[C]:
+    """Keep what reaches ``threshold`` (everything when the gate is off), documents first, up to
+    ``limit``; ``document`` names a candidate's document (its path unless given)."""
     passing: list[C] = []
     withheld = 0
     best = 0.0
@@ -182,4 +190,5 @@ def apply_gate(candidates: Sequence[C], *, threshold: float, enabled: bool, limi
             withheld += 1
             continue
         passing.append(candidate)
-    return GateOutcome(documents_first(passing)[:limit], withheld, best)
+    kept = documents_first(passing) if document is None else documents_first(passing, document)
+    return GateOutcome(kept[:limit], withheld, best)

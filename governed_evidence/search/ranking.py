@@ -20,7 +20,16 @@ from governed_evidence.search.limits import SearchMode
 from governed_evidence.search.rows import Passage
 from governed_evidence.search.stages import Stopwatch
 
-__all__ = ["CANDIDATES", "RERANK_DEPTH", "Candidate", "Ranking", "assemble", "confident_first", "prefetch_rows"]
+__all__ = [
+    "CANDIDATES",
+    "RERANK_DEPTH",
+    "Candidate",
+    "Ranking",
+    "assemble",
+    "confident_first",
+    "document_of",
+    "prefetch_rows",
+]
 
 #: How many candidates each ranking contributes before fusion and gating.
 CANDIDATES = 50
@@ -57,6 +66,10 @@ class Candidate:
         return self.head.document
 
     @property
+    def document_id(self) -> int:
+        return self.head.document_id
+
+    @property
     def row(self) -> Passage:
         return self.head if isinstance(self.head, Passage) else self.head.resolve()
 
@@ -69,6 +82,12 @@ class Ranking:
     candidates: list[Candidate]
     #: Where the ranking's time went, stage by stage (the search goes on marking it).
     watch: Stopwatch = field(default_factory=Stopwatch)
+
+
+def document_of(candidate: Candidate) -> int:
+    """The key documents first groups a search's candidates by: the document id (one-to-one
+    with the path within an index, and read with the ceiling check)."""
+    return candidate.head.document_id
 
 
 def prefetch_rows(candidates: Iterable[Candidate]) -> None:

