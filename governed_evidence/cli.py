@@ -329,6 +329,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
     audit = None
     try:
+        from governed_evidence._heap import freeze_startup_heap
         from governed_evidence.logging import route_library_loggers
         from governed_evidence.mcp import build_app
         from governed_evidence.mcp.calls import Calls, stdio_caller
@@ -345,7 +346,9 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         if not http:
             levels = _stdio_levels(args, settings, model)
             calls = Calls(levels, anonymous=stdio_caller(ceiling), audit=audit)
-            build_app(calls, statistics).run(transport="stdio", show_banner=False)
+            app = build_app(calls, statistics)
+            freeze_startup_heap()
+            app.run(transport="stdio", show_banner=False)
             return 0
         from governed_evidence.access.caller import Caller
         from governed_evidence.serving.http import run_http
@@ -361,7 +364,9 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             levels.warm_all()
         _warn_if_index_writable(db)
         calls = Calls(levels, anonymous=anonymous, audit=audit, transport="http")
-        run_http(build_app(calls, statistics, auth=auth), options)
+        app = build_app(calls, statistics, auth=auth)
+        freeze_startup_heap()
+        run_http(app, options)
     finally:
         # A client that disconnects (or a configuration error) while the model is loading
         # must not tear the runtime down under the loading thread: onnxruntime aborts the
