@@ -1,13 +1,14 @@
 """The start-up heap left out of garbage collection once the server is ready to answer.
 
 A served process imports about 130,000 container objects (fastmcp, the MCP SDK, pydantic's
-schemas, the project's models) that live until it exits. Python's cyclic collector still
-walks all of them on every full (oldest-generation) collection, which the allocations of
-ordinary requests trigger now and then: measured on a 10k-passage index with the server's
-imports loaded, one such collection in 900 searches, taking 144-152 ms (30 searches' time),
-in each of three runs; none once frozen (docs/performance.md, "The start-up heap frozen").
-``gc.freeze`` moves every object tracked so far to a permanent generation that collections
-skip; what requests allocate afterwards is collected as before.
+schemas, the project's models) that live until it exits. Python's cyclic collector walks all
+of them on every full (oldest-generation) collection, and the allocations of requests
+trigger those now and then: a search leaves no reference cycle (tests/search/
+test_candidates.py), but each MCP tool call leaves about 16 cyclic objects in the MCP SDK's
+session machinery, so collections still run. One full collection over that heap took
+87-152 ms in the 10k-passage search benchmark, 30 searches' time (docs/performance.md, "The
+start-up heap frozen"). ``gc.freeze`` moves every object tracked so far to a permanent
+generation that collections skip; what requests allocate afterwards is collected as before.
 
 No ``gc.collect`` first: it would cost start-up a full collection (tens of milliseconds)
 to reclaim the little garbage the imports leave, which then stays, once, for the process's

@@ -52,8 +52,11 @@ class RowCache:
         self._level = level
         #: Whether the ceiling check may read the covering index (:func:`sql.has_visibility_index`).
         self._covering = covering
-        #: Every id found visible so far (at or below the level, searchable).
-        self.heads: dict[int, PassageHead] = {}
+        #: Every id found visible so far (at or below the level, searchable), with its document id.
+        #: Plain numbers, not heads: a head points at its cache, and a cache holding its heads
+        #: made every search's cache, heads and rows a reference cycle, about 100 objects left
+        #: to the cyclic collector per search instead of freed when the search returns.
+        self.visible: dict[int, int] = {}
         self._rows: dict[int, Passage] = {}
         self._terms: dict[int, RowTerms] = {}
         #: Paths of the documents of the heads, read on first need.
@@ -61,15 +64,17 @@ class RowCache:
 
     def fetch(self, ids: Iterable[int]) -> None:
         """Check the ids not checked yet; ids above the ceiling are simply not found."""
-        missing = {p for p in ids if p not in self.heads}
-        found = sql.passage_documents(self._conn, self._level, missing, covering=self._covering)
-        for pid, document_id in found.items():
-            self.heads[pid] = PassageHead(pid, document_id, self)
+        missing = {p for p in ids if p not in self.visible}
+        self.visible.update(sql.passage_documents(self._conn, self._level, missing, covering=self._covering))
+
+    def heads(self) -> dict[int, PassageHead]:
+        """A head for every visible passage so far (the cache keeps none: see ``visible``)."""
+        return {pid: PassageHead(pid, document_id, self) for pid, document_id in self.visible.items()}
 
     def document_path(self, document_id: int) -> str:
         """The path of a head's document; the first call reads every head's document path at once."""
         if document_id not in self._paths:
-            wanted = {head.document_id for head in self.heads.values()} | {document_id}
+            wanted = {*self.visible.values(), document_id}
             self._paths.update(sql.document_paths(self._conn, wanted - self._paths.keys()))
         try:
             return self._paths[document_id]
@@ -79,7 +84,7 @@ class RowCache:
 
     def prefetch(self, ids: Iterable[int]) -> None:
         """Read the whole rows of visible ``ids`` not read yet, in one query."""
-        missing = {p for p in ids if p in self.heads and p not in self._rows}
+        missing = {p for p in ids if p in self.visible and p not in self._rows}
         self._rows.update(sql.passages_by_id(self._conn, self._level, missing))
 
     def row(self, pid: int) -> Passage:
@@ -93,7 +98,7 @@ class RowCache:
 
     def terms(self) -> Mapping[int, RowTerms]:
         """Every visible passage so far as FTS5 indexed it (read and tokenised once, on first need)."""
-        pending = [pid for pid in self.heads if pid not in self._terms]
+        pending = [pid for pid in self.visible if pid not in self._terms]
         if pending:
             self.prefetch(pending)
             tokenizer = index_tokenizer(self._conn)
@@ -104,6 +109,6 @@ class RowCache:
 
     def keep_only(self, ids: set[int]) -> None:
         """Forget the passages outside ``ids`` (candidates re-scored but not ranked)."""
-        self.heads = {p: h for p, h in self.heads.items() if p in ids}
+        self.visible = {p: d for p, d in self.visible.items() if p in ids}
         self._rows = {p: r for p, r in self._rows.items() if p in ids}
         self._terms = {p: t for p, t in self._terms.items() if p in ids}

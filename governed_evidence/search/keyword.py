@@ -82,11 +82,11 @@ def coverage(plan: QueryPlan, cache: RowCache, impacts: ImpactIndex | None) -> d
     stems a passage holds comes from the impact lists when they are of this level, else from
     tokenising the rows."""
     if not plan.stems:
-        return dict.fromkeys(cache.heads, 0.0)
+        return dict.fromkeys(cache.visible, 0.0)
     weights = {s: bm25.coverage_idf(plan.table_rows, plan.frequencies.get(s, 0)) for s in plan.stems}
     denominator = sum(weights.values()) or 1.0
     if impacts is not None and impacts.level == plan.level:
-        held = impacts.held_weight(weights, cache.heads)
+        held = impacts.held_weight(weights, cache.visible)
     else:
         held = {pid: sum(w for s, w in weights.items() if s in row.terms) for pid, row in cache.terms().items()}
     return {pid: weight / denominator for pid, weight in held.items()}

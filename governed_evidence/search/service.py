@@ -173,11 +173,11 @@ class SearchService:
         watch.mark("semantic")
 
         cache.fetch(set(keyword_ids) | set(semantic_ids))
-        keyword_ids = [p for p in keyword_ids if p in cache.heads]
-        semantic_ids = [p for p in semantic_ids if p in cache.heads]
+        keyword_ids = [p for p in keyword_ids if p in cache.visible]
+        semantic_ids = [p for p in semantic_ids if p in cache.visible]
         cache.keep_only(set(keyword_ids) | set(semantic_ids))
         if query_vector is not None:
-            missing = [p for p in cache.heads if p not in distances]
+            missing = [p for p in cache.visible if p not in distances]
             if matrix is not None:
                 distances.update(matrix.distances(query_vector, missing, every))
             else:
@@ -189,7 +189,7 @@ class SearchService:
             semantic_ids,
             distances=distances,
             coverage=coverage(plan, cache, impacts),
-            rows=cache.heads,
+            rows=cache.heads(),
             model_id=meta.embedding_model,
         )
         watch.mark("signals")

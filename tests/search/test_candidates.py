@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ from governed_evidence.search import sql
 from governed_evidence.search.candidates import RowCache
 from governed_evidence.search.diversity import documents_first
 from governed_evidence.search.rows import label, served_status
+from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
+from tests.helpers import HashEmbedder
 
 
 def _all_passages(conn: apsw.Connection) -> list[tuple[int, int, int, int]]:
@@ -30,10 +33,10 @@ def test_heads_are_the_visible_passages_with_their_document(built_index: Path) -
         cache = RowCache(conn, level, covering=True)
         cache.fetch([pid for pid, *_ in passages] + [10_000_000])
         visible = {pid: doc for pid, doc, cls, searchable in passages if cls <= level and searchable == 1}
-        assert {pid: head.document_id for pid, head in cache.heads.items()} == visible
+        assert {pid: head.document_id for pid, head in cache.heads().items()} == visible
         # The path each head gives is its row's, read with the ceiling in the statement.
         rows = sql.passages_by_id(conn, level, set(visible))
-        assert {pid: head.document for pid, head in cache.heads.items()} == {p: r.document for p, r in rows.items()}
+        assert {pid: head.document for pid, head in cache.heads().items()} == {p: r.document for p, r in rows.items()}
     conn.close()
 
 
@@ -48,7 +51,7 @@ def test_every_head_s_path_is_read_in_one_statement_on_first_need(built_index: P
     cache = RowCache(conn, Classification.RESTRICTED, covering=True)
     cache.fetch(pid for pid, *_ in _all_passages(conn))
     conn.exec_trace = trace
-    heads = list(cache.heads.values())
+    heads = list(cache.heads().values())
     assert len({h.document_id for h in heads}) > 1
     paths = [h.document for h in heads]
     assert len(statements) == 1 and "FROM documents" in statements[0]
@@ -62,7 +65,7 @@ def test_documents_first_by_document_id_is_documents_first_by_path(built_index: 
     conn = connect(built_index, readonly=True)
     cache = RowCache(conn, Classification.RESTRICTED, covering=True)
     cache.fetch(pid for pid, *_ in _all_passages(conn))
-    heads = list(cache.heads.values())
+    heads = list(cache.heads().values())
     rng = random.Random(7)
     for _ in range(200):
         sample = rng.sample(heads, rng.randint(0, len(heads)))
@@ -77,3 +80,30 @@ def test_a_stored_level_or_status_nobody_knows_reads_as_the_most_restrictive() -
     assert [served_status(s) for s in ("draft", "current", "deprecated")] == ["draft", "current", "deprecated"]
     for unknown in ("Current", "superseded", "", None, 1, b"current"):
         assert served_status(unknown) == "deprecated"
+
+
+def test_a_search_leaves_no_reference_cycle_behind(built_index: Path, hash_embedder: HashEmbedder) -> None:
+    """What a search made is freed when it returns, not left to the cyclic collector (a cache
+    holding heads that point back at it once left about 100 objects a search)."""
+    service = SearchService(built_index, ceiling=Classification.RESTRICTED, embedder_factory=lambda: hash_embedder)
+    queries = ["travel expenses", "password rotation", "Quillmoor acquisition", "holiday"]
+    for query in queries:
+        service.search(query, confidence_level="normal")
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        answered = 0
+        for query in queries * 3:
+            response = service.search(query, confidence_level="normal")
+            answered += len(response.results)
+            service.rank(query)
+        gc.collect()
+        ours = [type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("governed_evidence")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+        service.reader.close()
+    assert answered > 0  # the searches found passages (heads, rows and candidates were made)
+    assert ours == []
