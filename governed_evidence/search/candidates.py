@@ -59,7 +59,7 @@ class RowCache:
         self.visible: dict[int, int] = {}
         self._rows: dict[int, Passage] = {}
         self._terms: dict[int, RowTerms] = {}
-        #: Paths of the documents of the heads, read on first need.
+        #: Paths of the visible passages' documents, read on first need.
         self._paths: dict[int, str] = {}
 
     def fetch(self, ids: Iterable[int]) -> None:
@@ -72,7 +72,8 @@ class RowCache:
         return {pid: PassageHead(pid, document_id, self) for pid, document_id in self.visible.items()}
 
     def document_path(self, document_id: int) -> str:
-        """The path of a head's document; the first call reads every head's document path at once."""
+        """The path of a head's document; the first call reads the path of every visible passage's
+        document at once."""
         if document_id not in self._paths:
             wanted = {*self.visible.values(), document_id}
             self._paths.update(sql.document_paths(self._conn, wanted - self._paths.keys()))

@@ -66,10 +66,6 @@ class Candidate:
         return self.head.document
 
     @property
-    def document_id(self) -> int:
-        return self.head.document_id
-
-    @property
     def row(self) -> Passage:
         return self.head if isinstance(self.head, Passage) else self.head.resolve()
 
