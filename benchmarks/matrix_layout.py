@@ -58,7 +58,9 @@ def time_layouts(rows: np.ndarray, queries: np.ndarray, passes: int = 3) -> dict
                 tops.append(set(np.argpartition(-scores, TOP - 1)[:TOP].tolist()))
             agree += tops[0] == tops[1]
     out: dict[str, Any] = {name: latency(s) for name, s in samples.items()}
-    out["speedup_p50"] = round(out["row_major"]["p50"] / out["column_major"]["p50"], 2)
+    # From the unrounded medians: a product over a few hundred rows rounds to 0.00 ms.
+    row_major, column_major = (float(np.median(samples[name])) for name in names)
+    out["speedup_p50"] = round(row_major / column_major, 2) if column_major > 0 else None
     out["same_top_50"] = round(agree / (passes * len(queries)), 4)
     return out
 
