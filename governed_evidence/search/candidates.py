@@ -75,8 +75,8 @@ class RowCache:
         """The path of a head's document; the first call reads the path of every visible passage's
         document at once."""
         if document_id not in self._paths:
-            wanted = {*self.visible.values(), document_id}
-            self._paths.update(sql.document_paths(self._conn, wanted - self._paths.keys()))
+            # Only documents of passages found visible: any other id is not found.
+            self._paths.update(sql.document_paths(self._conn, set(self.visible.values()) - self._paths.keys()))
         try:
             return self._paths[document_id]
         except KeyError:
