@@ -69,6 +69,16 @@ def _result(rank: int, candidate: Candidate, today: date) -> dict[str, Any]:
     return cited
 
 
+def _score(value: float) -> str:
+    """A score as precise as the confidences results carry (four places), trailing zeros dropped.
+
+    Two places printed the strict threshold 0.365 as 0.36, and a best candidate of 0.3621 as
+    0.36 too: "below 0.36, scored 0.36". At four places a score below the threshold always
+    reads below it.
+    """
+    return f"{value:.4f}".rstrip("0").rstrip(".") or "0"
+
+
 def search_response(
     ranking: Ranking,
     outcome: GateOutcome[Candidate],
@@ -91,7 +101,7 @@ def search_response(
         else:
             reason = (
                 f"no passage reached the {confidence_level} confidence threshold "
-                f"({threshold:.2f}); the best candidate scored {outcome.best:.2f}"
+                f"({_score(threshold)}); the best candidate scored {_score(outcome.best)}"
             )
     return SearchResponse.model_validate(
         {

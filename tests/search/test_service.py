@@ -273,3 +273,18 @@ def test_every_search_logs_where_its_time_went(service_factory: Factory) -> None
         assert all(ms >= 0 for ms in stages.values())
         # The stages are parts of the search, never more than the whole.
         assert sum(stages.values()) <= event["ms"] + 0.01
+
+
+def test_abstention_reason_reads_threshold_and_best_score_as_the_gate_compared_them(service_factory: Factory) -> None:
+    # A query with candidates whose best is below the strict threshold: the reason must name
+    # the threshold exactly (0.365, once printed 0.36) and the best confidence as results carry it.
+    query = "staff parking bicycles"
+    off = service_factory(Classification.PUBLIC, gate=False).search(query, limit=20)
+    best = max(r.confidence for r in off.results)
+    on = service_factory(Classification.PUBLIC).search(query, limit=20)
+    assert on.status == "NO_RELEVANT_CONTEXT" and best > 0
+    assert on.reason is not None
+    assert "strict confidence threshold (0.365)" in on.reason
+    printed = on.reason.rsplit("scored ", 1)[1]
+    assert float(printed) == pytest.approx(best, abs=5e-5)
+    assert float(printed) < 0.365
