@@ -178,3 +178,48 @@ def test_background_embedder_failure_surfaces_on_the_callers_thread(monkeypatch:
     with pytest.raises(EmbedderError, match="checksum"):
         loading.result()
     assert calls == ["embedder-load", "MainThread"]
+
+
+# Runs a command-line command that serves nothing, then records what was loaded.
+COMMAND = textwrap.dedent(
+    """
+    import json, sys
+    from governed_evidence.cli import main
+    code = main(json.loads(sys.argv[1]))
+    with open(sys.argv[2], "w", encoding="utf-8") as fh:
+        json.dump(sorted(sys.modules), fh)
+    """
+)
+
+#: The MCP server machinery: only `serve` (and the eval client) needs it.
+SERVER_MODULES = ("fastmcp", "mcp", "governed_evidence.mcp.app", "starlette", "uvicorn")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "--db", "{missing}"],
+        ["status", "--db", "{index}", "--json"],
+        ["search", "vacation policy", "--db", "{index}", "--mode", "keyword", "--json"],
+    ],
+    ids=["status without an index", "status", "search"],
+)
+def test_commands_that_serve_nothing_load_no_mcp_server(built_index: Path, tmp_path: Path, argv: list[str]) -> None:
+    """`status` imported the MCP package for its report model, and with it FastMCP: most of
+    the command's 3.3 s. Only `serve` needs the server."""
+    filled = [a.format(missing=tmp_path / "none.sqlite", index=built_index) for a in argv]
+    report = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND, json.dumps(filled), str(report)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GOVERNED_EVIDENCE_LOG_LEVEL": "WARNING"},
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stdout, done.stderr[-2000:]
+    loaded = set(json.loads(report.read_text(encoding="utf-8")))
+    if argv[0] == "status":
+        assert "governed_evidence.mcp.status" in loaded  # the report model is still where it was
+    assert not [m for m in SERVER_MODULES if m in loaded]
