@@ -67,19 +67,14 @@ class TableTotals:
     average_length: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RowTerms:
-    """One row as FTS5 indexed it: term counts per column and its length in tokens."""
+    """One row as FTS5 indexed it: term counts per column, its length in tokens, and every
+    term it holds (once, as coverage asks for it per query stem)."""
 
     columns: tuple[Counter[str], ...]
     length: int
-
-    @property
-    def terms(self) -> set[str]:
-        out: set[str] = set()
-        for column in self.columns:
-            out.update(column)
-        return out
+    terms: frozenset[str]
 
 
 def idf(rows: int, hits: int) -> float:
@@ -126,14 +121,17 @@ def row_terms(tokenizer: Any, columns: Sequence[str]) -> RowTerms:
     counts: list[Counter[str]] = []
     length = 0
     for text in columns:
+        if not text:
+            # Most headings and some titles are empty: nothing to tokenise.
+            counts.append(Counter())
+            continue
         # The index's tokenizer emits no colocated forms, so plain token strings are exact.
         tokens = tokenizer(
             text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False, include_colocated=False
         )
-        column = Counter(tokens)
-        counts.append(column)
-        length += sum(column.values())
-    return RowTerms(tuple(counts), length)
+        counts.append(Counter(tokens))
+        length += len(tokens)
+    return RowTerms(tuple(counts), length, frozenset().union(*counts))
 
 
 def score(
