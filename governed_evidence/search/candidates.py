@@ -59,6 +59,8 @@ class RowCache:
         self.visible: dict[int, int] = {}
         self._rows: dict[int, Passage] = {}
         self._terms: dict[int, RowTerms] = {}
+        #: Which terms each passage holds, for coverage (no counts: nothing re-scores with them).
+        self._term_sets: dict[int, frozenset[str]] = {}
         #: Paths of the visible passages' documents, read on first need.
         self._paths: dict[int, str] = {}
 
@@ -108,8 +110,25 @@ class RowCache:
                 self._terms[pid] = bm25.row_terms(tokenizer, (row.title, row.heading, row.search_text))
         return self._terms
 
+    def term_sets(self) -> Mapping[int, frozenset[str]]:
+        """Which terms every visible passage so far holds, as FTS5 indexed it: taken from
+        :meth:`terms` where a row was already counted, else tokenised without counting."""
+        pending = [pid for pid in self.visible if pid not in self._term_sets]
+        if pending:
+            self.prefetch(pid for pid in pending if pid not in self._terms)
+            tokenizer = index_tokenizer(self._conn)
+            for pid in pending:
+                counted = self._terms.get(pid)
+                if counted is not None:
+                    self._term_sets[pid] = counted.terms
+                else:
+                    row = self._rows[pid]
+                    self._term_sets[pid] = bm25.row_term_set(tokenizer, (row.title, row.heading, row.search_text))
+        return self._term_sets
+
     def keep_only(self, ids: set[int]) -> None:
         """Forget the passages outside ``ids`` (candidates re-scored but not ranked)."""
         self.visible = {p: d for p, d in self.visible.items() if p in ids}
         self._rows = {p: r for p, r in self._rows.items() if p in ids}
         self._terms = {p: t for p, t in self._terms.items() if p in ids}
+        self._term_sets = {p: t for p, t in self._term_sets.items() if p in ids}

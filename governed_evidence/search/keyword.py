@@ -88,5 +88,7 @@ def coverage(plan: QueryPlan, cache: RowCache, impacts: ImpactIndex | None) -> d
     if impacts is not None and impacts.level == plan.level:
         held = impacts.held_weight(weights, cache.visible)
     else:
-        held = {pid: sum(w for s, w in weights.items() if s in row.terms) for pid, row in cache.terms().items()}
+        held = {
+            pid: sum(w for s, w in weights.items() if s in held_terms) for pid, held_terms in cache.term_sets().items()
+        }
     return {pid: weight / denominator for pid, weight in held.items()}

@@ -119,3 +119,25 @@ def test_stored_document_frequencies_equal_fts5_vocabulary(built_index: Path, le
     stored = conn.execute(f"SELECT term, doc FROM {terms_table(level)} ORDER BY term").fetchall()
     live = conn.execute(f"SELECT term, doc FROM {vocab_table(level)} ORDER BY term").fetchall()
     assert stored == live and len(stored) > 10
+
+
+def test_each_rows_term_set_is_what_fts5_indexed_for_it(built_index: Path) -> None:
+    """Coverage from the index file tokenises rows without counting: the set must be the
+    counted row's terms, and the terms FTS5 itself holds for that row."""
+    level = Classification.RESTRICTED
+    conn = connect(built_index, readonly=True)
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE temp.instances USING fts5vocab(main, {fts_table(level)}, instance)")
+        indexed: dict[int, set[str]] = {}
+        for term, pid in conn.execute("SELECT term, doc FROM temp.instances"):
+            indexed.setdefault(int(pid), set()).add(str(term))
+        tokenizer = index_tokenizer(conn)
+        rows = sql.passages_by_id(conn, level, set(indexed))
+        assert len(rows) >= 5
+        for pid, row in rows.items():
+            columns = (row.title, row.heading, row.search_text)
+            held = bm25.row_term_set(tokenizer, columns)
+            assert held == bm25.row_terms(tokenizer, columns).terms
+            assert held == indexed[pid], pid
+    finally:
+        conn.close()
