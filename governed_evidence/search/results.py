@@ -72,9 +72,9 @@ def _result(rank: int, candidate: Candidate, today: date) -> dict[str, Any]:
 def _score(value: float) -> str:
     """A score as precise as the confidences results carry (four places), trailing zeros dropped.
 
-    Two places printed the strict threshold 0.365 as 0.36, and a best candidate of 0.3621 as
-    0.36 too: "below 0.36, scored 0.36". At four places a score below the threshold always
-    reads below it.
+    Rounded to two decimal places, the strict threshold 0.365 read 0.36, and a best candidate
+    of 0.3621 read 0.36 too: "below 0.36, scored 0.36". At four places a score below the
+    threshold always reads below it.
     """
     return f"{value:.4f}".rstrip("0").rstrip(".") or "0"
 
