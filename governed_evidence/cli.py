@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# _threads first: it settles BLAS threads before anything below loads numpy (see its docstring).
-from governed_evidence import _threads, __version__, composition  # noqa: F401  # isort: skip
+# _threads first: it settles BLAS threads before anything below loads numpy; _type_checks
+# before any tool is called (see their docstrings).
+from governed_evidence import _threads, _type_checks, __version__, composition  # noqa: F401  # isort: skip
 from governed_evidence.config import Classification, Settings, parse_level
 from governed_evidence.errors import ConfigError, GovernedEvidenceError, IndexUnavailableError, InvalidRequestError
 from governed_evidence.logging import configure_logging, get_logger

@@ -44,6 +44,9 @@ NOT_AT_START = (
     "markdown_it",
     "fastmcp.client",
     "griffe",
+    # structlog's console renderer's rich tracebacks (logs here are JSON; governed_evidence/logging.py).
+    "rich.traceback",
+    "pygments",
 )
 
 # Runs the real `serve` command, then records what was loaded once the client hangs up.
@@ -58,11 +61,13 @@ SERVE = textwrap.dedent(
     """
 )
 
-# Builds the app as `serve` does, then asks for the statistics status (which makes the service).
+# Builds the app as `serve` does (in a process that loaded the CLI first), then asks for the
+# statistics status (which makes the service).
 BUILD = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
+    import governed_evidence.cli
     from governed_evidence.config import Settings
     from governed_evidence.mcp import build_app
     from governed_evidence.sdmx.deferred import DeferredSdmxService
@@ -223,3 +228,42 @@ def test_commands_that_serve_nothing_load_no_mcp_server(built_index: Path, tmp_p
     if argv[0] == "status":
         assert "governed_evidence.mcp.status" in loaded  # the report model is still where it was
     assert not [m for m in SERVER_MODULES if m in loaded]
+
+
+# What a command's process has, once the CLI is imported: structlog loaded, rich still importable.
+PROCESS = textwrap.dedent(
+    """
+    import json, sys
+    import governed_evidence.cli
+    import structlog.dev
+    hidden = structlog.dev.rich is None and "rich.traceback" not in sys.modules
+    import rich.console  # FastMCP logs with rich: it must still import
+    import key_value.aio
+    strategy = key_value.aio.strategy.name
+    print(json.dumps({"rich_hidden": hidden, "rich": "rich.console" in sys.modules, "strategy": strategy}))
+    """
+)
+
+
+def _process(**env: str) -> dict[str, Any]:
+    clean = {k: v for k, v in os.environ.items() if k != "PY_KEY_VALUE_DISABLE_BEARTYPE"}
+    done = subprocess.run(
+        [sys.executable, "-c", PROCESS], env={**clean, **env}, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_the_commands_import_structlog_without_rich_tracebacks_and_keep_rich_importable() -> None:
+    result = _process()
+    assert result["rich_hidden"] is True and result["rich"] is True
+
+
+def test_the_commands_turn_off_the_session_stores_type_checks() -> None:
+    # O0: beartype's no-op strategy; py-key-value's own default (O1) checks every call.
+    assert _process()["strategy"] == "O0"
+
+
+def test_an_operator_s_type_check_setting_is_kept() -> None:
+    assert _process(PY_KEY_VALUE_DISABLE_BEARTYPE="false")["strategy"] == "O1"
