@@ -15,7 +15,7 @@ How each slice is run (the governance slices run the way an attacker would want)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ from governed_evidence.config import Classification
 from governed_evidence.evaluation.questions import Question
 from governed_evidence.ingest.guards import find_credentials
 from governed_evidence.search.limits import ConfidenceLevel, SearchMode
-from governed_evidence.search.models import SearchResponse
+from governed_evidence.search.models import SearchResponse, SearchResult
 
 __all__ = [
     "GATE_LIMIT",
@@ -31,6 +31,7 @@ __all__ = [
     "Searcher",
     "SliceReport",
     "abstention_report",
+    "answer_rank",
     "retrieval_report",
     "run_slices",
 ]
@@ -87,8 +88,22 @@ def _documents(response: SearchResponse) -> list[str]:
     return docs
 
 
+def _span(result: SearchResult) -> tuple[int, int] | None:
+    return None if result.pages is None else (result.pages.start, result.pages.end)
+
+
+def answer_rank(question: Question, results: Sequence[SearchResult]) -> int | None:
+    """1-based rank of the first answer among ``results``: over distinct documents in order for a
+    document-level question, over the passages themselves for a page-level one."""
+    if question.pages:
+        return next((i + 1 for i, r in enumerate(results) if question.answered_by(r.document, _span(r))), None)
+    docs = list(dict.fromkeys(r.document for r in results))
+    return next((i + 1 for i, d in enumerate(docs) if d in question.expected), None)
+
+
 def retrieval_report(questions: list[Question], service: Searcher, mode: SearchMode, name: str) -> SliceReport:
-    """hit@1, hit@3, MRR and false abstention of ``questions`` at strict confidence (distinct documents in order)."""
+    """hit@1, hit@3, MRR and false abstention of ``questions`` at strict confidence (distinct
+    documents in order, or passages for a page-level question: :func:`answer_rank`)."""
     report = SliceReport(name, mode)
     hit1 = hit3 = rr = 0.0
     abstained = 0
@@ -96,7 +111,7 @@ def retrieval_report(questions: list[Question], service: Searcher, mode: SearchM
         response = service.search(q.question, limit=GATE_LIMIT, mode=mode, confidence_level="strict")
         docs = _documents(response)
         report.n += 1
-        rank = next((i + 1 for i, d in enumerate(docs) if d in q.expected), None)
+        rank = answer_rank(q, response.results)
         if response.status == "NO_RELEVANT_CONTEXT":
             abstained += 1
             report.failures.append({"id": q.id, "outcome": "false_abstention"})

@@ -9,6 +9,9 @@ retrieval question is scored three ways at once:
 * before the gate: is the right page among the first 10 or 50 candidates of the mode's own
   ranking (``recall@10``, ``recall@50``)? No reordering of candidates can pass this bound.
 
+A question that names ``pages`` (the PDFs) is scored by passage, not by document: a hit is a
+result from its document whose page span covers one of those pages (``Question.answered_by``).
+
 Unanswerable questions are scored by abstention at both confidence levels. Corpora missing
 on this machine are skipped and said so: the corpora are not part of the repository.
 """
@@ -28,12 +31,19 @@ from governed_evidence.config import Classification, parse_level
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import ConfigError, GovernedEvidenceError
 from governed_evidence.evaluation.questions import Question, load_questions
-from governed_evidence.evaluation.runner import GATE_LIMIT, SliceReport, abstention_report, retrieval_report
+from governed_evidence.evaluation.runner import (
+    GATE_LIMIT,
+    SliceReport,
+    abstention_report,
+    answer_rank,
+    retrieval_report,
+)
 from governed_evidence.search.limits import SearchMode
 
 # The CLI imports this module's parent on every command; the search service (and with it
 # numpy and the vector code) is imported when a suite runs.
 if TYPE_CHECKING:
+    from governed_evidence.search.ranking import Candidate
     from governed_evidence.search.rerank import Reranker
     from governed_evidence.search.service import SearchService
 
@@ -146,17 +156,28 @@ def _retrieval(label: str, questions: list[Question], service: SearchService, mo
     report = retrieval_report(questions, service, mode, label)
     totals = dict.fromkeys(("normal_hit@3", "page@10", "recall@10", "recall@50"), 0.0)
     for q in questions:
-        expected = set(q.expected)
         normal = service.search(q.question, limit=_NORMAL_LIMIT, mode=mode, confidence_level="normal")
-        normal_docs = [r.document for r in normal.results]
-        totals["normal_hit@3"] += any(d in expected for d in list(dict.fromkeys(normal_docs))[:3])
-        totals["page@10"] += any(d in expected for d in normal_docs)
-        ranked = [c.document for c in service.rank(q.question, mode).candidates]
-        totals["recall@10"] += any(d in expected for d in ranked[:10])
-        totals["recall@50"] += any(d in expected for d in ranked[:50])
+        rank = answer_rank(q, normal.results)
+        totals["normal_hit@3"] += rank is not None and rank <= 3
+        totals["page@10"] += rank is not None
+        candidates = service.rank(q.question, mode).candidates[:50]
+        # A candidate's row (its pages) is read only when its document is an expected one.
+        found = next(
+            (i for i, c in enumerate(candidates) if c.document in q.expected and q.answered_by(c.document, _pages(c))),
+            None,
+        )
+        totals["recall@10"] += found is not None and found < 10
+        totals["recall@50"] += found is not None
     n = max(report.n, 1)
     report.metrics.update({k: v / n for k, v in totals.items()})
     return report
+
+
+def _pages(candidate: Candidate) -> tuple[int, int] | None:
+    row = candidate.row
+    if row.page_start is None or row.page_end is None:
+        return None
+    return row.page_start, row.page_end
 
 
 def _abstention(label: str, questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:

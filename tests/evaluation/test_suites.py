@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from pypdf import PdfReader
 
 from governed_evidence.config import Classification
 from governed_evidence.errors import ConfigError
@@ -34,6 +35,9 @@ def test_committed_suites_load_and_their_labels_name_real_files(suite: str) -> N
                 # Relative to the folder indexed, which holds the named sub-folders as they are.
                 assert (spec.root / path).is_file(), f"{q.id}: {path}"
                 assert not spec.folders or path.split("/")[0] in spec.folders, f"{q.id}: {path} is not indexed"
+                if q.pages:
+                    pages = len(PdfReader(spec.root / path).pages)
+                    assert all(1 <= page <= pages for page in q.pages), f"{q.id}: pages {q.pages} of {pages}"
 
 
 def test_the_tuning_gate_bounds_only_tuning_corpora() -> None:
