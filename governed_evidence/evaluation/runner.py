@@ -92,6 +92,14 @@ def _span(result: SearchResult) -> tuple[int, int] | None:
     return None if result.pages is None else (result.pages.start, result.pages.end)
 
 
+def _cited(result: SearchResult) -> str:
+    """A passage as a page-level miss lists it: its document and pages."""
+    span = _span(result)
+    if span is None:
+        return result.document
+    return f"{result.document} p. {span[0]}" if span[0] == span[1] else f"{result.document} pp. {span[0]}-{span[1]}"
+
+
 def answer_rank(question: Question, results: Sequence[SearchResult]) -> int | None:
     """1-based rank of the first answer among ``results``: over distinct documents in order for a
     document-level question, over the passages themselves for a page-level one."""
@@ -123,7 +131,8 @@ def retrieval_report(questions: list[Question], service: Searcher, mode: SearchM
         if rank is not None and rank <= 3:
             report.passed += 1
         else:
-            report.failures.append({"id": q.id, "outcome": "miss", "got": docs[:3]})
+            got = [_cited(r) for r in response.results[:3]] if q.pages else docs[:3]
+            report.failures.append({"id": q.id, "outcome": "miss", "got": got})
     n = max(report.n, 1)
     report.metrics = {"hit@1": hit1 / n, "hit@3": hit3 / n, "mrr": rr / n, "false_abstention": abstained / n}
     return report

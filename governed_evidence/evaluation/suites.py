@@ -67,6 +67,9 @@ class CorpusSpec:
     default_classification: Classification = Classification.PUBLIC
     #: Ceiling of the caller the questions are asked as.
     ceiling: Classification = Classification.PUBLIC
+    #: Id prefixes whose questions are also scored alone (``NAME/GROUP:slice``), as the PDFs' by
+    #: document: a question belongs to group ``eu`` when its id starts with ``eu-``.
+    groups: tuple[str, ...] = ()
 
 
 @dataclass
@@ -93,6 +96,9 @@ def load_suite(path: Path, suite: str, base: Path) -> list[CorpusSpec]:
     for name, entry in table.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("corpus"), str):
             raise ConfigError(f'{path.name} [{suite}.{name}] needs corpus = "folder" and questions = "file"')
+        groups = entry.get("groups", [])
+        if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
+            raise ConfigError(f'{path.name} [{suite}.{name}]: groups must be a list of id prefixes, like ["eu", "irs"]')
         try:
             specs.append(
                 CorpusSpec(
@@ -102,6 +108,7 @@ def load_suite(path: Path, suite: str, base: Path) -> list[CorpusSpec]:
                     folders=tuple(str(f) for f in entry.get("folders", ())),
                     default_classification=parse_level(str(entry.get("default_classification", "public"))),
                     ceiling=parse_level(str(entry.get("ceiling", "public"))),
+                    groups=tuple(groups),
                 )
             )
         except (KeyError, GovernedEvidenceError) as exc:
@@ -240,5 +247,10 @@ def run_suite(
             questions = load_questions(spec.questions)
             for mode in modes:
                 run.reports.extend(score_corpus(spec.name, questions, service, mode))
+                for group in spec.groups:
+                    members = [q for q in questions if q.id.startswith(f"{group}-")]
+                    if not members:
+                        raise ConfigError(f"{spec.name}: no question id starts with {group}- (its groups)")
+                    run.reports.extend(score_corpus(f"{spec.name}/{group}", members, service, mode))
             service.close()
     return run

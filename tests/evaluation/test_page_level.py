@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from governed_evidence.config import Classification
 from governed_evidence.errors import InvalidRequestError
 from governed_evidence.evaluation.questions import Question, load_questions
-from governed_evidence.evaluation.runner import answer_rank
-from governed_evidence.search.models import SearchResult, Span
+from governed_evidence.evaluation.runner import answer_rank, retrieval_report
+from governed_evidence.search.models import SearchResponse, SearchResult, Span
 
 
 def _result(rank: int, document: str, pages: tuple[int, int] | None) -> SearchResult:
@@ -81,3 +82,31 @@ def test_pages_are_read_from_the_question_file(tmp_path: Path) -> None:
 def test_bad_pages_fail_with_the_line(tmp_path: Path, record: dict[str, object], words: str) -> None:
     with pytest.raises(InvalidRequestError, match=words):
         load_questions(_write(tmp_path / "q.jsonl", record))
+
+
+class _Fixed:
+    """A searcher answering every question with the same passages."""
+
+    ceiling = Classification.PUBLIC
+
+    def __init__(self, results: list[SearchResult]) -> None:
+        self.results = results
+
+    def search(self, query: str, **_: object) -> SearchResponse:
+        return SearchResponse(
+            status="OK", requested_mode="hybrid", search_mode="hybrid", confidence="strict", gate="on",
+            ceiling="public", withheld=0, results=self.results,
+        )  # fmt: skip
+
+
+def test_the_strict_report_scores_page_level_questions_by_passage_and_lists_the_pages_it_got() -> None:
+    searcher = _Fixed([_result(1, "a.pdf", (1, 1)), _result(2, "a.pdf", (4, 5)), _result(3, "a.pdf", (9, 9))])
+    questions = [
+        Question("on-4", "answerable", "?", ("a.pdf",), pages=(4,)),
+        Question("on-30", "answerable", "?", ("a.pdf",), pages=(30,)),
+    ]
+    report = retrieval_report(questions, searcher, "hybrid", "pdfs:answerable")
+    assert report.metrics["hit@1"] == 0.0
+    assert report.metrics["hit@3"] == 0.5
+    assert report.metrics["mrr"] == 0.25
+    assert report.failures == [{"id": "on-30", "outcome": "miss", "got": ["a.pdf p. 1", "a.pdf pp. 4-5", "a.pdf p. 9"]}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Sequence
@@ -56,6 +57,8 @@ def test_the_tuning_gate_bounds_only_tuning_corpora() -> None:
         ('[tuning.x]\ncorpus = "c"\n', "questions"),
         ('[tuning.x]\ncorpus = "c"\nquestions = "q"\nceiling = "sky-high"\n', "[tuning.x]"),
         ("not toml [", "cannot read"),
+        ('[tuning.x]\ncorpus = "c"\nquestions = "q"\ngroups = "eu"\n', "groups must be a list"),
+        ('[tuning.x]\ncorpus = "c"\nquestions = "q"\ngroups = [""]\n', "groups must be a list"),
     ],
 )
 def test_a_broken_suites_file_fails_with_a_reason(tmp_path: Path, text: str, words: str) -> None:
@@ -159,3 +162,26 @@ def test_a_suite_searches_through_the_reranker_it_is_given(
     assert reranker.queries, "the suite's searches went through the reranker"
     assert metrics["false_abstention"] == 1.0, "what the reranker withheld is what the suite scored"
     assert metrics["recall@10"] == 1.0, "recall is measured before the gate and the reranker"
+
+
+def test_a_corpus_groups_are_also_scored_alone_by_id_prefix(
+    sample_index: Path,
+    minilm,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    cache, spec = _sample_suite(tmp_path, sample_index, ("answerable", "unanswerable"))
+    grouped = dataclasses.replace(spec, groups=("ans", "una"))
+    run = run_suite([grouped], minilm, ("keyword",), cache_dir=cache)
+    by_slice = {r.slice: r for r in run.reports}
+    assert set(by_slice) == {
+        "sample:answerable", "sample:unanswerable",
+        "sample/ans:answerable", "sample/una:unanswerable",
+    }  # fmt: skip
+    # Each group holds one slice here, so a group's figures are its slice's figures.
+    assert by_slice["sample/ans:answerable"].n == by_slice["sample:answerable"].n == 26
+    assert by_slice["sample/ans:answerable"].metrics == by_slice["sample:answerable"].metrics
+    assert by_slice["sample/una:unanswerable"].n == 15
+
+    typo = dataclasses.replace(spec, groups=("answer",))
+    with pytest.raises(ConfigError, match="no question id starts with answer-"):
+        run_suite([typo], minilm, ("keyword",), cache_dir=cache)
