@@ -15,7 +15,7 @@ import pytest
 from governed_evidence.search.diversity import documents_first
 from governed_evidence.search.fusion import COVERAGE_EXPONENT, RRF_K, Fused, fuse
 from governed_evidence.search.gate import Signals
-from governed_evidence.search.ranking import Candidate
+from governed_evidence.search.ranking import FUSION_WEIGHT, Candidate, confident_first
 from governed_evidence.search.rows import Passage
 
 SEED = 20240611
@@ -206,3 +206,32 @@ def test_documents_first_properties_over_random_lists() -> None:
             assert mine == sorted(mine)
         # Idempotent.
         assert _pids(documents_first(out)) == _pids(out)
+
+
+def _scored(pid: int, fused: float, confidence: float) -> Candidate:
+    candidate = _candidate(pid, f"d{pid}")
+    candidate.fused = Fused(pid, fused, None, pid)
+    candidate.confidence = confidence
+    return candidate
+
+
+def test_the_hybrid_order_is_confidence_plus_the_weighted_fused_score_over_the_best() -> None:
+    assert FUSION_WEIGHT == 0.625
+    # In fused order: best fused score 0.032 (scale 0.625 / 0.032).
+    a, b, c, d = _scored(1, 0.032, 0.40), _scored(2, 0.016, 0.55), _scored(3, 0.008, 0.60), _scored(4, 0.004, 0.9)
+    # Keys: a 0.40 + 0.625 = 1.025; b 0.55 + 0.3125 = 0.8625; c 0.60 + 0.15625 = 0.75625; d outside the depth.
+    assert _pids(confident_first([a, b, c, d], 3, FUSION_WEIGHT)) == [1, 2, 3, 4]
+    # By confidence alone (weight 0) the least agreed-on passage comes first.
+    assert _pids(confident_first([a, b, c, d], 3)) == [3, 2, 1, 4]
+    # A weight that lets confidence decide between b and a: a 0.40 + 0.1 = 0.5 < b 0.55 + 0.05 = 0.6.
+    assert _pids(confident_first([a, b, c], 3, 0.1)) == [3, 2, 1]  # c 0.6 + 0.025 = 0.625 first
+    # Equal keys keep the fused order (a stable sort).
+    e, f = _scored(5, 0.02, 0.5), _scored(6, 0.02, 0.5)
+    assert _pids(confident_first([e, f], 2, FUSION_WEIGHT)) == [5, 6]
+
+
+def test_without_a_fused_score_the_order_is_by_confidence() -> None:
+    # Keyword-only or empty fused scores (0) cannot be scaled: confidence alone orders them.
+    a, b = _scored(1, 0.0, 0.3), _scored(2, 0.0, 0.7)
+    assert _pids(confident_first([a, b], 2, FUSION_WEIGHT)) == [2, 1]
+    assert confident_first([], 10, FUSION_WEIGHT) == []
