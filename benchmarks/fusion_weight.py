@@ -25,7 +25,6 @@ without each tuning set. The validation sets (the GSA handbook, SciFact *test*) 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.rerank_depth import POLICY_KEYS, fused_order
+from benchmarks.rerank_depth import POLICY_KEYS, fused_order, tuning_sets_parser
 from benchmarks.sentence_similarity import SAMPLE_MIN_PAGE_AT_10, Ranked, Scored, figures, keeps_release_gate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,12 +169,7 @@ def scifact_ndcg(queries: Sequence[tuple[list[Item], dict[str, int]]], weight: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache-dir", type=Path, required=True, help="where `eval --cache-dir` built the indexes")
-    parser.add_argument("--scifact", type=Path, default=ROOT / "../shared/data/beir-scifact", help="BEIR SciFact")
-    parser.add_argument("--scifact-db", type=Path, default=ROOT / ".cache" / "beir-scifact.sqlite")
-    parser.add_argument("--json", type=Path, help="also write every figure here")
-    ns = parser.parse_args(argv)
+    ns = tuning_sets_parser(__doc__).parse_args(argv)
 
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder

@@ -173,13 +173,19 @@ def _rank_scifact(
         service.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def tuning_sets_parser(description: str | None) -> argparse.ArgumentParser:
+    """The arguments of a measurement over the suites' indexes and SciFact (this one's and
+    benchmarks/fusion_weight.py's)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cache-dir", type=Path, required=True, help="where `eval --cache-dir` built the indexes")
     parser.add_argument("--scifact", type=Path, default=ROOT / "../shared/data/beir-scifact", help="BEIR SciFact")
     parser.add_argument("--scifact-db", type=Path, default=ROOT / ".cache" / "beir-scifact.sqlite")
     parser.add_argument("--json", type=Path, help="also write every figure here")
-    ns = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = tuning_sets_parser(__doc__).parse_args(argv)
 
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder
