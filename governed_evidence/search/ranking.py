@@ -141,9 +141,16 @@ def assemble(
     return candidates
 
 
-class _Blended(_Confident, Protocol):
+class _FusedScore(Protocol):
     @property
-    def fused(self) -> Fused: ...
+    def score(self) -> float: ...
+
+
+class _Blended(_Confident, Protocol):
+    """A candidate as :func:`confident_first` orders it: its confidence and its fused score."""
+
+    @property
+    def fused(self) -> _FusedScore: ...
 
 
 B = TypeVar("B", bound=_Blended)
