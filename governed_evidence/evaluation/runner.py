@@ -80,12 +80,9 @@ class SliceReport:
         }
 
 
-def _documents(response: SearchResponse) -> list[str]:
-    docs: list[str] = []
-    for r in response.results:
-        if r.document not in docs:
-            docs.append(r.document)
-    return docs
+def _documents(results: Sequence[SearchResult]) -> list[str]:
+    """The results' documents, each once, in order."""
+    return list(dict.fromkeys(r.document for r in results))
 
 
 def _span(result: SearchResult) -> tuple[int, int] | None:
@@ -105,8 +102,7 @@ def answer_rank(question: Question, results: Sequence[SearchResult]) -> int | No
     document-level question, over the passages themselves for a page-level one."""
     if question.pages:
         return next((i + 1 for i, r in enumerate(results) if question.answered_by(r.document, _span(r))), None)
-    docs = list(dict.fromkeys(r.document for r in results))
-    return next((i + 1 for i, d in enumerate(docs) if d in question.expected), None)
+    return next((i + 1 for i, d in enumerate(_documents(results)) if d in question.expected), None)
 
 
 def retrieval_report(questions: list[Question], service: Searcher, mode: SearchMode, name: str) -> SliceReport:
@@ -117,7 +113,7 @@ def retrieval_report(questions: list[Question], service: Searcher, mode: SearchM
     abstained = 0
     for q in questions:
         response = service.search(q.question, limit=GATE_LIMIT, mode=mode, confidence_level="strict")
-        docs = _documents(response)
+        docs = _documents(response.results)
         report.n += 1
         rank = answer_rank(q, response.results)
         if response.status == "NO_RELEVANT_CONTEXT":
@@ -162,7 +158,7 @@ def _superseded(questions: list[Question], service: Searcher, mode: SearchMode, 
     cited_old = 0
     for q in questions:
         response = service.search(q.question, limit=GATE_LIMIT, mode=mode, confidence_level="strict")
-        docs = _documents(response)
+        docs = _documents(response.results)
         report.n += 1
         old = [d for d in docs if d in superseded]
         cited_old += bool(old)
