@@ -32,8 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.rerank_depth import POLICY_KEYS, fused_order, tuning_sets_parser
-from benchmarks.sentence_similarity import SAMPLE_MIN_PAGE_AT_10, Ranked, Scored, figures, keeps_release_gate
+from benchmarks.rerank_depth import POLICY_KEYS, fused_order, rank_scifact, tuning_sets_parser
+from benchmarks.sentence_similarity import (
+    SAMPLE_MIN_PAGE_AT_10,
+    Ranked,
+    Scored,
+    document_level_questions,
+    figures,
+    keeps_release_gate,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Weights tried; 0 is the confidence alone (the order shipped before this measurement).
@@ -100,18 +107,19 @@ def choose(
     return max(qualified, key=lambda w: (round(total(w), 9), -w))
 
 
+def _item(candidate: Any) -> Item:
+    return Item(candidate.document, candidate.confidence, _Score(candidate.fused.score))
+
+
 def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[tuple[str, frozenset[str], list[Item]]]]:
-    from governed_evidence.evaluation.questions import load_questions
     from governed_evidence.evaluation.suites import load_suite
     from governed_evidence.search.service import SearchService
 
     out: dict[str, list[tuple[str, frozenset[str], list[Item]]]] = {}
     for spec in load_suite(ROOT / "evals" / "suites.toml", suite, ROOT):
         db = cache_dir / f"{spec.name}.sqlite"
-        questions = [
-            q for q in load_questions(spec.questions) if q.slice in ("answerable", "paraphrase", "unanswerable")
-        ]
-        if not db.exists() or any(q.pages for q in questions):  # page-level sets are scored by `eval`
+        questions = document_level_questions(spec.questions)
+        if not db.exists() or questions is None:
             continue
         service = SearchService(
             db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
@@ -123,12 +131,10 @@ def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[tu
                     (
                         q.slice,
                         frozenset(q.expected),
-                        [
-                            Item(c.document, c.confidence, _Score(c.fused.score))
-                            for c in service.rank(q.question).candidates
-                        ],
+                        [_item(c) for c in service.rank(q.question).candidates],
                     )
                     for q in questions
+                    if q.slice in ("answerable", "paraphrase", "unanswerable")
                 ]
         finally:
             service.close()
@@ -136,31 +142,7 @@ def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[tu
     return out
 
 
-def _rank_scifact(dataset: Path, db: Path, split: str, embedder: Any) -> list[tuple[list[Item], dict[str, int]]]:
-    """Each query of ``split`` ranked as ``eval beir`` ranks it (gate off, its depth), in fused order."""
-    from governed_evidence.config import Classification
-    from governed_evidence.evaluation.beir import RANK_DEPTH, load_qrels, queries_of
-    from governed_evidence.search.service import SearchService
-
-    qrels = load_qrels(dataset / "qrels" / f"{split}.tsv")
-    service = SearchService(db, ceiling=Classification.PUBLIC, embedder_factory=lambda: embedder, gate_enabled=False)
-    try:
-        with fused_order():
-            return [
-                (
-                    [
-                        Item(c.document, c.confidence, _Score(c.fused.score))
-                        for c in service.rank(text, "hybrid", depth=RANK_DEPTH).candidates
-                    ],
-                    qrels[qid],
-                )
-                for qid, text in queries_of(dataset, qrels).items()
-            ]
-    finally:
-        service.close()
-
-
-def scifact_ndcg(queries: Sequence[tuple[list[Item], dict[str, int]]], weight: float) -> float:
+def scifact_ndcg(queries: Sequence[tuple[Sequence[Item], dict[str, int]]], weight: float) -> float:
     """Mean nDCG@10 of the documents in the product's order, as ``eval beir`` scores it."""
     from governed_evidence.evaluation.beir import ndcg_at_k
 
@@ -187,11 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         for c, qs in tuning.items()
     }
     scifact: dict[float, float] | None = None
-    test: list[tuple[list[Item], dict[str, int]]] = []
+    test: list[tuple[tuple[Item, ...], dict[str, int]]] = []
     if ns.scifact_db.exists() and ns.scifact.is_dir():
-        train = _rank_scifact(ns.scifact, ns.scifact_db, "train", embedder)
+        train = rank_scifact(ns.scifact, ns.scifact_db, "train", embedder, _item)
         scifact = {w: scifact_ndcg(train, w) for w in WEIGHTS}
-        test = _rank_scifact(ns.scifact, ns.scifact_db, "test", embedder)
+        test = rank_scifact(ns.scifact, ns.scifact_db, "test", embedder, _item)
     else:
         print(f"[fusion] SciFact not scored: no {ns.scifact_db} (make bench-scifact)", file=sys.stderr)
 

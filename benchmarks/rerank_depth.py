@@ -31,14 +31,15 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.sentence_similarity import (
     SAMPLE_MIN_PAGE_AT_10,
     Ranked,
     Scored,
+    document_level_questions,
     figures,
     keeps_release_gate,
     ranked_questions,
@@ -54,6 +55,8 @@ BEFORE = 20
 SCIFACT = "scifact"
 #: The figures the rule sums (each a mean over the policy tuning corpora, SciFact's nDCG@10 beside).
 POLICY_KEYS = ("answerable_hit@1", "paraphrase_hit@3", "paraphrase_normal_hit@3", "page@10")
+#: What a ranked SciFact candidate is kept as (rank_scifact's ``record``).
+T = TypeVar("T")
 
 
 def reordered(candidates: Sequence[Scored], depth: int) -> tuple[Scored, ...]:
@@ -121,7 +124,6 @@ def choose_depth(
 
 
 def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[Ranked]]:
-    from governed_evidence.evaluation.questions import load_questions
     from governed_evidence.evaluation.suites import load_suite
     from governed_evidence.search.service import SearchService
 
@@ -133,7 +135,9 @@ def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[Ra
                 f"[depth] {spec.name}: no index at {db}; run `governed-evidence eval --suite {suite}`", file=sys.stderr
             )
             continue
-        questions = load_questions(spec.questions if spec.questions.is_absolute() else ROOT / spec.questions)
+        questions = document_level_questions(spec.questions)
+        if questions is None:
+            continue
         service = SearchService(
             db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
         )
@@ -147,10 +151,15 @@ def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[Ra
     return out
 
 
-def _rank_scifact(
-    dataset: Path, db: Path, split: str, embedder: Any
-) -> list[tuple[tuple[Scored, ...], dict[str, int]]]:
-    """Each query of ``split`` ranked as ``eval beir`` ranks it (gate off, its depth), in fused order."""
+def _scored(candidate: Any) -> Scored:
+    return Scored(candidate.document, candidate.confidence)
+
+
+def rank_scifact(
+    dataset: Path, db: Path, split: str, embedder: Any, record: Callable[[Any], T] = _scored
+) -> list[tuple[tuple[T, ...], dict[str, int]]]:
+    """Each query of ``split`` ranked as ``eval beir`` ranks it (gate off, its depth), in fused
+    order, each candidate kept as ``record`` makes it (its document and confidence unless told)."""
     from governed_evidence.config import Classification
     from governed_evidence.evaluation.beir import RANK_DEPTH, load_qrels, queries_of
     from governed_evidence.search.service import SearchService
@@ -161,10 +170,7 @@ def _rank_scifact(
         with fused_order():
             return [
                 (
-                    tuple(
-                        Scored(c.document, c.confidence)
-                        for c in service.rank(text, "hybrid", depth=RANK_DEPTH).candidates
-                    ),
+                    tuple(record(c) for c in service.rank(text, "hybrid", depth=RANK_DEPTH).candidates),
                     qrels[qid],
                 )
                 for qid, text in queries_of(dataset, qrels).items()
@@ -210,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     scifact: dict[str, dict[int, float]] = {}
     if ns.scifact_db.is_file() and (ns.scifact / "queries.jsonl").is_file():
         for split in ("train", "test"):
-            queries = _rank_scifact(ns.scifact, ns.scifact_db, split, embedder)
+            queries = rank_scifact(ns.scifact, ns.scifact_db, split, embedder)
             scifact[split] = {d: scifact_ndcg(queries, d) for d in DEPTHS}
             print(f"[depth] SciFact {split}: ranked {len(queries)} queries", file=sys.stderr)
     else:

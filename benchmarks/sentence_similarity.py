@@ -200,6 +200,15 @@ class Ranked:
         return max((c.confidence for c in self.candidates), default=0.0)
 
 
+def document_level_questions(path: Path) -> list[Question] | None:
+    """The questions of a suite corpus, or None for a page-level set (the PDFs'): :func:`figures`
+    scores by document, so page-level questions are left to ``governed-evidence eval``."""
+    from governed_evidence.evaluation.questions import load_questions
+
+    questions = load_questions(path if path.is_absolute() else ROOT / path)
+    return None if any(q.pages for q in questions) else questions
+
+
 def ranked_questions(service: SearchService, questions: Iterable[Question]) -> list[Ranked]:
     """The retrieval questions (answerable, paraphrase, unanswerable) as ``service`` ranks them."""
     return [
@@ -373,7 +382,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.evaluation.questions import load_questions
     from governed_evidence.evaluation.suites import load_suite
     from governed_evidence.search.gate import GateThresholds
     from governed_evidence.search.service import SearchService
@@ -393,8 +401,10 @@ def main(argv: list[str] | None = None) -> int:
                 hint = f"run `governed-evidence eval --suite {suite} --cache-dir {ns.cache_dir}`"
                 print(f"[sentences] {spec.name}: no index at {db}; {hint}", file=sys.stderr)
                 continue
+            questions = document_level_questions(spec.questions)
+            if questions is None:
+                continue
             found = sentence_vectors(db, embedder.embed)
-            questions = load_questions(spec.questions if spec.questions.is_absolute() else ROOT / spec.questions)
             service = SearchService(
                 db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
             )

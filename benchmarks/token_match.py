@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchmarks.sentence_similarity import Ranked, Scored, choose, figures, thresholds_for
+from benchmarks.sentence_similarity import Ranked, Scored, choose, document_level_questions, figures, thresholds_for
 
 if TYPE_CHECKING:
     from governed_evidence.evaluation.questions import Question
@@ -55,8 +55,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("as shipped", "token", "mix")
-#: The validation corpus this measures (the PDFs' questions are page-level, which ``figures`` is not).
-VALIDATION = ("gsa",)
 
 
 @dataclass(frozen=True)
@@ -217,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.evaluation.questions import load_questions
     from governed_evidence.evaluation.suites import load_suite
     from governed_evidence.search.gate import GateThresholds
     from governed_evidence.search.service import SearchService
@@ -228,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     tuning: list[str] = []
     for suite in ("tuning", "validation"):
         for spec in load_suite(ROOT / "evals" / "suites.toml", suite, ROOT):
-            if suite == "validation" and spec.name not in VALIDATION:
+            questions = document_level_questions(spec.questions)
+            if questions is None:
                 continue
             db = ns.cache_dir / f"{spec.name}.sqlite"
             if not db.exists():
@@ -240,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             try:
                 service.warm()
-                measured[spec.name] = measure_corpus(service, load_questions(spec.questions), encoder, db, ns.top)
+                measured[spec.name] = measure_corpus(service, questions, encoder, db, ns.top)
             finally:
                 service.close()
             if suite == "tuning":

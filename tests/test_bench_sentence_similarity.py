@@ -6,6 +6,9 @@ run by hand; nothing here is timed."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -171,3 +174,16 @@ def test_a_rule_s_bound_gives_way_only_as_far_as_the_release_gate_needs() -> Non
     ranked = {"only": {"sample": sample, "other": other}}
     assert choose(ranked, ["sample", "other"], ["only"]).strict == pytest.approx(0.455)
     assert choose(ranked, ["sample", "other"], ["only"], bounded=False).strict == pytest.approx(0.1)
+
+
+def test_page_level_sets_are_left_to_eval_and_document_level_ones_read(tmp_path: Path) -> None:
+    from benchmarks.sentence_similarity import document_level_questions
+
+    record = {"id": "x", "slice": "answerable", "question": "?", "expected": ["a.pdf"]}
+    documents = tmp_path / "documents.jsonl"
+    documents.write_text(json.dumps(record) + "\n")
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text(json.dumps(record) + "\n" + json.dumps({**record, "id": "y", "pages": [3]}) + "\n")
+    found = document_level_questions(documents)
+    assert found is not None and [q.id for q in found] == ["x"]
+    assert document_level_questions(pages) is None, "one page-level question makes the set page-level"
