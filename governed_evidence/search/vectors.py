@@ -5,12 +5,17 @@ matrix product over the same vectors gives the same ranking several times faster
 docs/performance.md). The index file stays the single source of truth: this is a read-only
 copy taken from it, keyed by the file's identity and dropped when a rebuild replaces it.
 
+From :data:`PROJECTED_ROWS` rows a product over the vectors projected onto their
+:data:`PROJECTED_DIMENSION` principal directions (taken from the held vectors at load) picks
+:func:`projected_count` candidates, ranked by their exact cosine: a quarter of the bytes
+streamed per query, the cost of a full product at these sizes being memory, not arithmetic.
+
 Above :data:`EXACT_ROWS` rows a one-bit-per-dimension sign code of every vector is kept
 beside the matrix: a Hamming scan over the codes (48 bytes a row instead of 1,536) picks
 :func:`rescore_count` candidates, and those are ranked by their exact cosine. The distances
 returned are always exact; only which passages reach the exact step is approximate, and
-``make bench`` measures that as recall@10 against a full matrix product (>= 0.99 at 100k
-and 1M passages).
+``make bench`` measures that as recall@10 against a full matrix product (>= 0.99 at 10k,
+100k and 1M passages).
 
 The ceiling is applied while loading: only vectors whose passage is at or below the
 caller's level and searchable (not superseded) are copied, so a passage above the ceiling
@@ -31,6 +36,11 @@ from governed_evidence.search.held import HeldCopy, MemoryBudget
 
 __all__ = [
     "EXACT_ROWS",
+    "PROJECTED_DIMENSION",
+    "PROJECTED_RESCORE_FRACTION",
+    "PROJECTED_RESCORE_MIN",
+    "PROJECTED_RESCORE_PER_K",
+    "PROJECTED_ROWS",
     "RESCORE_FRACTION",
     "RESCORE_MIN",
     "HeldVectors",
@@ -40,6 +50,8 @@ __all__ = [
     "count_searchable",
     "load_matrix",
     "matrix_bytes",
+    "principal_basis",
+    "projected_count",
     "rescore_count",
     "sign_codes",
 ]
@@ -55,8 +67,50 @@ RESCORE_MIN = 2_000
 RESCORE_FRACTION = 100
 
 
+#: From this many rows (up to EXACT_ROWS) candidates are picked by a product over the
+#: projected vectors. Below it the full product costs 0.1 ms or less: nothing to save.
+PROJECTED_ROWS = 8_192
+#: Principal directions kept (of 384 for MiniLM), with the rescored count below: chosen by
+#: ``python -m benchmarks.projection`` on SciFact train queries (the fastest setting keeping
+#: recall@50 >= 0.995 against the full product on the generated 10k and 50k passages and the
+#: real abstracts). At 10k, k=50, 500 rescored: 64 directions keep 0.991 in 0.28 ms p50, 96
+#: keep 0.998 in 0.33 ms, 128 keep 0.9999 in 0.38 ms; the full product takes 0.63 ms.
+PROJECTED_DIMENSION = 96
+#: Candidates rescored exactly after the projected product: ten times k, at least 500 and 5%
+#: of the rows.
+PROJECTED_RESCORE_PER_K = 10
+PROJECTED_RESCORE_MIN = 500
+PROJECTED_RESCORE_FRACTION = 20
+#: Rows the principal directions are computed from, at most (evenly spaced): the directions of
+#: a sample are as good, and the load stays short at 50k rows.
+_BASIS_SAMPLE = 16_384
+
+
 def rescore_count(rows: int, k: int) -> int:
     return min(rows, max(k, RESCORE_MIN, rows // RESCORE_FRACTION))
+
+
+def projected_count(rows: int, k: int) -> int:
+    """Candidates the projected product passes to exact rescoring."""
+    return min(rows, max(PROJECTED_RESCORE_PER_K * k, PROJECTED_RESCORE_MIN, rows // PROJECTED_RESCORE_FRACTION))
+
+
+def _projects(rows: int, dimension: int) -> bool:
+    """Whether a matrix of this shape is searched through the projection."""
+    return PROJECTED_ROWS <= rows <= EXACT_ROWS and dimension >= 2 * PROJECTED_DIMENSION
+
+
+def principal_basis(matrix: np.ndarray, dimension: int | None = None) -> np.ndarray:
+    """The ``dimension`` leading eigenvectors of the rows' second-moment matrix, as columns
+    (float32, C order): the projection that keeps the most of every inner product in the
+    least-squares sense. Uncentred, because the products it approximates are uncentred.
+    ``dimension`` defaults to :data:`PROJECTED_DIMENSION`."""
+    kept = PROJECTED_DIMENSION if dimension is None else dimension
+    step = max(1, -(-matrix.shape[0] // _BASIS_SAMPLE))
+    sample = np.asarray(matrix[::step], dtype=np.float64)
+    _, vectors = np.linalg.eigh(sample.T @ sample)
+    # eigh returns ascending eigenvalues: the last columns are the leading directions.
+    return np.ascontiguousarray(vectors[:, ::-1][:, :kept], dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -67,8 +121,12 @@ class VectorMatrix:
     ids: np.ndarray
     matrix: np.ndarray
     #: Sign bits of every row, word-major (see :func:`sign_codes`); None: every query is a full
-    #: matrix product.
+    #: matrix product (or a projected one).
     codes: np.ndarray | None = None
+    #: The principal directions (dimension x PROJECTED_DIMENSION) and every row projected onto
+    #: them (column-major); None: no projected product.
+    basis: np.ndarray | None = None
+    projected: np.ndarray | None = None
 
     @property
     def rows(self) -> int:
@@ -76,7 +134,8 @@ class VectorMatrix:
 
     @property
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes + self.ids.nbytes + (self.codes.nbytes if self.codes is not None else 0))
+        extra = sum(a.nbytes for a in (self.codes, self.basis, self.projected) if a is not None)
+        return int(self.matrix.nbytes + self.ids.nbytes + extra)
 
     def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest passages by cosine distance, nearest first (ties by passage id)."""
@@ -90,16 +149,28 @@ class VectorMatrix:
             return [], None
         unit = _unit(query)
         every: np.ndarray | None = None
-        if self.codes is None:
-            rows = np.arange(self.rows)
-            scores = every = self.matrix @ unit
-        else:
+        if self.projected is not None and self.basis is not None:
+            rows = self._nearest_projected(unit, projected_count(self.rows, k))
+            scores = self.matrix[rows] @ unit
+        elif self.codes is not None:
             rows = self._nearest_codes(_signs(unit), rescore_count(self.rows, k))
             scores = self.matrix[rows] @ unit
+        else:
+            rows = np.arange(self.rows)
+            scores = every = self.matrix @ unit
         top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         # lexsort: last key is primary; the id breaks ties, so the order is deterministic.
         order = top[np.lexsort((self.ids[rows[top]], -scores[top]))]
         return [(int(self.ids[rows[i]]), float(1.0 - scores[i])) for i in order], every
+
+    def _nearest_projected(self, unit: np.ndarray, wanted: int) -> np.ndarray:
+        """Row positions of the ``wanted`` highest projected similarities to ``unit``."""
+        assert self.projected is not None and self.basis is not None
+        if wanted >= self.rows:
+            return np.arange(self.rows)
+        approximate = self.projected @ (unit @ self.basis)
+        # The largest without negating a copy of every score first.
+        return np.argpartition(approximate, self.rows - wanted)[self.rows - wanted :]
 
     def _nearest_codes(self, query_code: np.ndarray, wanted: int) -> np.ndarray:
         """Row positions of the ``wanted`` smallest Hamming distances to ``query_code``."""
@@ -165,8 +236,12 @@ def _code_words(dimension: int) -> int:
 
 
 def matrix_bytes(rows: int, dimension: int) -> int:
-    """Memory for ``rows`` vectors: the float matrix, the ids and (when used) the sign codes."""
+    """Memory for ``rows`` vectors: the float matrix, the ids and (when used) the sign codes or
+    the projected rows and their basis."""
     codes = 8 * _code_words(dimension) if rows > EXACT_ROWS else 0
+    if _projects(rows, dimension):
+        projected = PROJECTED_DIMENSION * _FLOAT_BYTES
+        return rows * (dimension * _FLOAT_BYTES + 8 + projected) + dimension * projected
     return rows * (dimension * _FLOAT_BYTES + 8 + codes)
 
 
@@ -179,12 +254,14 @@ def load_matrix(
     a cancelled copy returns None.
     """
     expected = count_searchable(conn, level)
-    # Up to EXACT_ROWS every query is one matrix-vector product over the whole matrix: held
+    # Below PROJECTED_ROWS every query is one matrix-vector product over the whole matrix: held
     # column-major, OpenBLAS streams each dimension's column into the scores (sgemv "N"):
     # 1.66 to 1.05 ms p50 at 10k rows against a dot product per row, the same top 50
-    # (`python -m benchmarks.matrix_layout`, docs/performance.md). Above it
-    # the rescored rows are gathered by position, which wants rows contiguous.
-    order: Literal["C", "F"] = "F" if expected <= EXACT_ROWS else "C"
+    # (`python -m benchmarks.matrix_layout`, docs/performance.md). From it the rescored rows
+    # are gathered by position, which wants rows contiguous (the projected rows, scanned whole,
+    # are column-major).
+    projects = _projects(expected, dimension)
+    order: Literal["C", "F"] = "F" if expected <= EXACT_ROWS and not projects else "C"
     matrix = np.empty((expected, dimension), dtype=np.float32, order=order)
     ids = np.empty(expected, dtype=np.int64)
     codes: np.ndarray | None = None
@@ -239,7 +316,11 @@ def load_matrix(
         np.take(matrix, by_id, axis=0, out=sorted_matrix, mode="clip")  # "raise" buffers a copy
         ids, matrix = ids[by_id], sorted_matrix
         codes = np.ascontiguousarray(codes[:, by_id]) if codes is not None else None
-    return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes)
+    basis = projected = None
+    if projects and _projects(rows, dimension):
+        basis = principal_basis(matrix)
+        projected = np.asfortranarray(matrix @ basis)
+    return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes, basis=basis, projected=projected)
 
 
 class VectorCopier:

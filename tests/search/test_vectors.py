@@ -105,6 +105,71 @@ def test_sign_code_prefilter_recall_and_exact_distances(monkeypatch: pytest.Monk
     assert found / 500 >= 0.85
 
 
+def _clustered(rows: int, dimension: int, seed: int) -> np.ndarray:
+    """Unit rows around 200 centres: structure for the leading directions to find."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((200, dimension)).astype(np.float32)
+    out = centres[rng.integers(0, 200, rows)] + 0.6 * rng.standard_normal((rows, dimension)).astype(np.float32)
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out
+
+
+def _projected(rows: np.ndarray) -> VectorMatrix:
+    basis = vectors.principal_basis(rows)
+    return VectorMatrix(
+        Classification.PUBLIC,
+        np.arange(1, rows.shape[0] + 1, dtype=np.int64),
+        rows,
+        basis=basis,
+        projected=np.asfortranarray(rows @ basis),
+    )
+
+
+def test_principal_basis_is_orthonormal_and_keeps_the_leading_directions() -> None:
+    rng = np.random.default_rng(3)
+    # Rank-8 rows in 384 dimensions: eight leading directions reproduce every inner product.
+    rows = (rng.standard_normal((5000, 8)) @ rng.standard_normal((8, 384))).astype(np.float32)
+    basis = vectors.principal_basis(rows, 8)
+    assert basis.shape == (384, 8) and basis.dtype == np.float32 and basis.flags.c_contiguous
+    np.testing.assert_allclose(basis.T @ basis, np.eye(8), atol=1e-5)
+    query = rows[17]
+    np.testing.assert_allclose((rows @ basis) @ (basis.T @ query), rows @ query, rtol=1e-3, atol=1e-2)
+
+
+def test_projected_prefilter_is_exact_when_rescoring_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _clustered(3000, 384, 13)
+    exact = VectorMatrix(Classification.PUBLIC, np.arange(1, 3001, dtype=np.int64), rows)
+    monkeypatch.setattr(vectors, "PROJECTED_RESCORE_MIN", 3000)
+    projected = _projected(rows)
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        query = rng.standard_normal(384).astype(np.float32)
+        assert projected.knn(query, 10) == exact.knn(query, 10)
+
+
+def test_projected_prefilter_recall_and_exact_distances() -> None:
+    """The projected product keeps nearly every true neighbour, and the distances are exact.
+
+    A floor against regressions only; recall on real embeddings is measured by ``make bench``
+    and ``python -m benchmarks.projection``.
+    """
+    rows = _clustered(20_000, 384, 11)
+    exact = VectorMatrix(Classification.PUBLIC, np.arange(1, 20_001, dtype=np.int64), rows)
+    projected = _projected(rows)
+    assert vectors.projected_count(20_000, 10) == 1000
+    rng = np.random.default_rng(5)
+    found = 0
+    for i in range(50):
+        query = rows[i * 97] + 0.3 * rng.standard_normal(384).astype(np.float32)
+        truth = {p for p, _ in exact.knn(query, 10)}
+        got = projected.knn(query, 10)
+        found += len(truth & {p for p, _ in got})
+        assert [d for _, d in got] == sorted(d for _, d in got)
+        for pid, distance in got:
+            assert distance == pytest.approx(exact.distances(query, [pid])[pid], abs=1e-6)
+    assert found / 500 >= 0.95  # 0.962 when written
+
+
 def test_service_answers_the_same_with_vectors_in_memory(built_index: Path, hash_embedder: HashEmbedder) -> None:
     for ceiling in Classification:
         plain = _service(built_index, hash_embedder, ceiling, memory=0)
@@ -214,14 +279,17 @@ def test_a_copy_stops_between_blocks_when_cancelled(tmp_path: Path) -> None:
     assert whole is not None and whole.rows == 9000
 
 
-@pytest.mark.parametrize("exact_rows", [10_000, 100])
+@pytest.mark.parametrize(("exact_rows", "projected_rows"), [(10_000, 10_000), (100, 10_000), (10_000, 100)])
 def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_rows: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_rows: int, projected_rows: int
 ) -> None:
     """Column-major while every query is a full product (the faster matrix-vector kernel),
-    row-major when rescored rows are gathered; either way each id keeps its own unit vector,
-    including when the file returns the vectors out of id order."""
+    row-major when rescored rows are gathered (after sign codes or a projected product); either
+    way each id keeps its own unit vector, including when the file returns the vectors out of
+    id order."""
     monkeypatch.setattr(vectors, "EXACT_ROWS", exact_rows)
+    monkeypatch.setattr(vectors, "PROJECTED_ROWS", projected_rows)
+    monkeypatch.setattr(vectors, "PROJECTED_DIMENSION", 4)
     rng = np.random.default_rng(5)
     raw = rng.standard_normal((300, 16)).astype(np.float32)
     raw[7] = 0.0  # no direction: held as zeros
@@ -229,10 +297,16 @@ def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(
     conn = _file_of_vectors(tmp_path / "v.sqlite", raw, ids)
     matrix = load_matrix(conn, Classification.PUBLIC, 16)
     assert matrix is not None
-    if exact_rows >= 300:
-        assert matrix.matrix.flags.f_contiguous and matrix.codes is None
+    if exact_rows < 300:
+        assert matrix.matrix.flags.c_contiguous and matrix.codes is not None and matrix.projected is None
+    elif projected_rows <= 300:
+        assert matrix.matrix.flags.c_contiguous and matrix.codes is None
+        assert matrix.basis is not None and matrix.basis.shape == (16, 4)
+        assert matrix.projected is not None and matrix.projected.flags.f_contiguous
+        np.testing.assert_allclose(matrix.projected, matrix.matrix @ matrix.basis, atol=1e-6)
     else:
-        assert matrix.matrix.flags.c_contiguous and matrix.codes is not None
+        assert matrix.matrix.flags.f_contiguous and matrix.codes is None and matrix.projected is None
+    assert matrix.nbytes == vectors.matrix_bytes(300, 16)
     assert matrix.ids.tolist() == list(range(1, 301))
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
     unit = np.divide(raw, norms, out=np.zeros_like(raw), where=norms > 0)
