@@ -43,6 +43,7 @@ __all__ = [
     "calibration_for",
     "confidence",
     "confidences",
+    "gate_positions",
 ]
 
 #: Semantic ranks (1-based, inclusive) whose mean similarity is the query's background.
@@ -171,6 +172,29 @@ class GateOutcome(Generic[C]):
     best: float
 
 
+def gate_positions(
+    confidences: Sequence[float],
+    document: Callable[[int], Hashable],
+    *,
+    threshold: float,
+    enabled: bool,
+    limit: int,
+) -> tuple[list[int], int, float]:
+    """The gate on positions: which of ``confidences`` (in ranking order) are kept, at most
+    ``limit``, documents first (``document`` names a position's document, asked only of what
+    passes); how many the threshold withheld; the best confidence seen."""
+    passing: list[int] = []
+    withheld = 0
+    best = 0.0
+    for i, value in enumerate(confidences):
+        best = max(best, value)
+        if enabled and value < threshold:
+            withheld += 1
+            continue
+        passing.append(i)
+    return documents_first(passing, document)[:limit], withheld, best
+
+
 def apply_gate(
     candidates: Sequence[C],
     *,
@@ -181,14 +205,16 @@ def apply_gate(
 ) -> GateOutcome[C]:
     """Keep what reaches ``threshold`` (everything when the gate is off), documents first, up to
     ``limit``; ``document`` names a candidate's document (its path unless given)."""
-    passing: list[C] = []
-    withheld = 0
-    best = 0.0
-    for candidate in candidates:
-        best = max(best, candidate.confidence)
-        if enabled and candidate.confidence < threshold:
-            withheld += 1
-            continue
-        passing.append(candidate)
-    kept = documents_first(passing) if document is None else documents_first(passing, document)
-    return GateOutcome(kept[:limit], withheld, best)
+    named: Callable[[C], Hashable] = _path if document is None else document
+    kept, withheld, best = gate_positions(
+        [c.confidence for c in candidates],
+        lambda i: named(candidates[i]),
+        threshold=threshold,
+        enabled=enabled,
+        limit=limit,
+    )
+    return GateOutcome([candidates[i] for i in kept], withheld, best)
+
+
+def _path(candidate: _Confident) -> str:
+    return candidate.document

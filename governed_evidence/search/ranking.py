@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol, TypeVar
 
 from governed_evidence.search.candidates import PassageHead, RowCache
-from governed_evidence.search.fusion import Fused, fuse
-from governed_evidence.search.gate import Signals, background_similarity, calibration_for, confidences
+from governed_evidence.search.fusion import Fused, FusedColumns, fuse_columns
+from governed_evidence.search.gate import (
+    GateOutcome,
+    Signals,
+    background_similarity,
+    calibration_for,
+    confidences,
+    gate_positions,
+)
 from governed_evidence.search.limits import SearchMode
 from governed_evidence.search.rows import Passage
 from governed_evidence.search.stages import Stopwatch
@@ -25,10 +33,12 @@ __all__ = [
     "FUSION_WEIGHT",
     "RERANK_DEPTH",
     "Candidate",
+    "Columns",
     "Ranking",
     "assemble",
     "confident_first",
-    "document_of",
+    "confident_order",
+    "gate_ranking",
     "prefetch_rows",
 ]
 
@@ -81,20 +91,67 @@ class Candidate:
         return self.head if isinstance(self.head, Passage) else self.head.resolve()
 
 
+@dataclass(slots=True)
+class Columns:
+    """A query's fused candidates and their signals, column by column, with the order they are
+    served in. A search builds a :class:`Candidate` only for what the gate keeps (about 10 of
+    90); :meth:`candidates` builds every one, for whatever reads the whole ranking."""
+
+    fused: FusedColumns
+    similarity: list[float | None]
+    coverage: list[float]
+    confidence: list[float]
+    background: float | None
+    #: Each candidate's document id (what documents first groups by).
+    documents: list[int]
+    #: Positions into the columns, in ranking order.
+    order: list[int]
+    cache: RowCache
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def candidate(self, rank: int) -> Candidate:
+        """The candidate at ``rank`` (0-based) of the ranking."""
+        i = self.order[rank]
+        item = self.fused.item(i)
+        both = item.keyword_rank is not None and item.semantic_rank is not None
+        signals = Signals(self.similarity[i], self.coverage[i], both, self.background)
+        return Candidate(item, signals, self.confidence[i], PassageHead(item.passage_id, self.documents[i], self.cache))
+
+    def candidates(self) -> list[Candidate]:
+        return [self.candidate(rank) for rank in range(len(self.order))]
+
+    def ranked_confidence(self) -> list[float]:
+        return [self.confidence[i] for i in self.order]
+
+    def ranked_document(self, rank: int) -> int:
+        return self.documents[self.order[rank]]
+
+
 @dataclass
 class Ranking:
     requested_mode: SearchMode
     search_mode: SearchMode
     mode_reason: str | None
-    candidates: list[Candidate]
+    columns: Columns
     #: Where the ranking's time went, stage by stage (the search goes on marking it).
     watch: Stopwatch = field(default_factory=Stopwatch)
 
+    @cached_property
+    def candidates(self) -> list[Candidate]:
+        """Every candidate, in ranking order (built on first use)."""
+        return self.columns.candidates()
 
-def document_of(candidate: Candidate) -> int:
-    """The key documents first groups a search's candidates by: the document id (one-to-one
-    with the path within an index, and read with the ceiling check)."""
-    return candidate.head.document_id
+
+def gate_ranking(ranking: Ranking, *, threshold: float, enabled: bool, limit: int) -> GateOutcome[Candidate]:
+    """:func:`~governed_evidence.search.gate.apply_gate` over a ranking's columns, grouping by
+    document id: the same outcome, with a candidate built only for what is kept."""
+    columns = ranking.columns
+    kept, withheld, best = gate_positions(
+        columns.ranked_confidence(), columns.ranked_document, threshold=threshold, enabled=enabled, limit=limit
+    )
+    return GateOutcome([columns.candidate(rank) for rank in kept], withheld, best)
 
 
 def prefetch_rows(candidates: Iterable[Candidate]) -> None:
@@ -115,30 +172,29 @@ def assemble(
     *,
     distances: Mapping[int, float],
     coverage: Mapping[int, float],
-    rows: Mapping[int, Passage | PassageHead],
+    documents: Mapping[int, int],
+    cache: RowCache,
     model_id: str | None,
-) -> list[Candidate]:
-    """Fused candidates, best first, each with its confidence."""
+) -> Columns:
+    """Fused candidates, best first, each with its confidence; ``documents`` gives every
+    candidate's document id, ``cache`` its row when it is served."""
     if search_mode == "keyword":
-        fused = fuse(keyword_ids, [], dict.fromkeys(keyword_ids, 1.0))
+        fused = fuse_columns(keyword_ids, [], dict.fromkeys(keyword_ids, 1.0))
     elif search_mode == "semantic":
-        fused = fuse([], semantic_ids, {})
+        fused = fuse_columns([], semantic_ids, {})
     else:
-        fused = fuse(keyword_ids, semantic_ids, dict(coverage))
+        fused = fuse_columns(keyword_ids, semantic_ids, dict(coverage))
     background = background_similarity([1.0 - distances[p] for p in semantic_ids])
-    similarity = [1.0 - distances[f.passage_id] if f.passage_id in distances else None for f in fused]
-    covered = [coverage.get(f.passage_id, 0.0) for f in fused]
+    similarity = [1.0 - distances[p] if p in distances else None for p in fused.ids]
+    covered = [coverage.get(p, 0.0) for p in fused.ids]
     scores = confidences(similarity, covered, background, calibration_for(model_id))
-    candidates = [
-        Candidate(item, Signals(sim, cov, item.matched_by == "both", background), score, rows[item.passage_id])
-        for item, sim, cov, score in zip(fused, similarity, covered, scores, strict=True)
-    ]
+    order = list(range(len(fused.ids)))
     if search_mode == "hybrid":
         # RRF picks the candidates; they are ordered mostly by the same calibrated confidence
         # the gate uses (paraphrase hit@3 0.76 -> 0.81 on the tuning slices against fused
         # order), with the fused score beside it (FUSION_WEIGHT).
-        return confident_first(candidates, RERANK_DEPTH, FUSION_WEIGHT)
-    return candidates
+        order = confident_order(scores, fused.scores, RERANK_DEPTH, FUSION_WEIGHT)
+    return Columns(fused, similarity, covered, scores, background, [documents[p] for p in fused.ids], order, cache)
 
 
 class _FusedScore(Protocol):
@@ -156,13 +212,24 @@ class _Blended(_Confident, Protocol):
 B = TypeVar("B", bound=_Blended)
 
 
-def confident_first(candidates: Sequence[B], depth: int, fusion_weight: float = 0.0) -> list[B]:
-    """``candidates`` (in fused order) with the first ``depth`` ordered by confidence plus
-    ``fusion_weight`` times their fused score over the best fused score, best first; the sort
-    is stable, so an equal key keeps the fused order. With weight 0, by confidence alone."""
-    head = candidates[:depth]
-    best = max((c.fused.score for c in head), default=0.0) if fusion_weight else 0.0
+def confident_order(confidence: Sequence[float], fused: Sequence[float], depth: int, fusion_weight: float) -> list[int]:
+    """Positions of candidates given in fused order (their confidences and fused scores), the
+    first ``depth`` ordered by confidence plus ``fusion_weight`` times their fused score over the
+    best fused score, best first; the sort is stable, so an equal key keeps the fused order.
+    With weight 0, by confidence alone (``fused`` is then not read, and may be empty)."""
+    head = range(min(depth, len(confidence)))
+    best = max((fused[i] for i in head), default=0.0) if fusion_weight else 0.0
     if best <= 0.0:
-        return [*sorted(head, key=lambda c: -c.confidence), *candidates[depth:]]
-    scale = fusion_weight / best
-    return [*sorted(head, key=lambda c: -(c.confidence + scale * c.fused.score)), *candidates[depth:]]
+        ordered = sorted(head, key=lambda i: -confidence[i])
+    else:
+        scale = fusion_weight / best
+        ordered = sorted(head, key=lambda i: -(confidence[i] + scale * fused[i]))
+    return [*ordered, *range(len(head), len(confidence))]
+
+
+def confident_first(candidates: Sequence[B], depth: int, fusion_weight: float = 0.0) -> list[B]:
+    """``candidates`` (in fused order) in the order of :func:`confident_order` (a fused score is
+    read only when it is weighted)."""
+    fused = [c.fused.score for c in candidates[:depth]] if fusion_weight else []
+    order = confident_order([c.confidence for c in candidates], fused, depth, fusion_weight)
+    return [candidates[i] for i in order]

@@ -96,7 +96,7 @@ def search_response(
     if not results:
         if empty_reason is not None:
             reason = empty_reason
-        elif not ranking.candidates:
+        elif not ranking.columns:
             reason = "no passage matched the query"
         else:
             reason = (

@@ -26,7 +26,7 @@ from governed_evidence.errors import EmbedderError, IndexUnavailableError, Inval
 from governed_evidence.logging import get_logger
 from governed_evidence.search import reading, sql
 from governed_evidence.search.candidates import RowCache
-from governed_evidence.search.gate import GateThresholds, apply_gate
+from governed_evidence.search.gate import GateThresholds
 from governed_evidence.search.held import HeldCopy
 from governed_evidence.search.impacts import ImpactCopier, ImpactIndex
 from governed_evidence.search.keyword import KeywordRanker, coverage
@@ -41,7 +41,7 @@ from governed_evidence.search.limits import (
 from governed_evidence.search.models import IndexStatus, ReadPassageResponse, SearchResponse, SourcesResponse
 from governed_evidence.search.plan import plan_query, searched_level, validate_query
 from governed_evidence.search.query_embedder import Embedded, QueryEmbedder
-from governed_evidence.search.ranking import CANDIDATES, Candidate, Ranking, assemble, document_of, prefetch_rows
+from governed_evidence.search.ranking import CANDIDATES, Candidate, Ranking, assemble, gate_ranking, prefetch_rows
 from governed_evidence.search.rerank import Reranker, rerank_outcome
 from governed_evidence.search.results import search_response
 from governed_evidence.search.stages import Stopwatch
@@ -189,7 +189,8 @@ class SearchService:
             semantic_ids,
             distances=distances,
             coverage=coverage(plan, cache, impacts),
-            rows=cache.heads(),
+            documents=cache.visible,
+            cache=cache,
             model_id=meta.embedding_model,
         )
         watch.mark("signals")
@@ -212,9 +213,7 @@ class SearchService:
         threshold = self.thresholds.strict if confidence_level == "strict" else self.thresholds.normal
         # The reranker sees the best top_n of what the gate keeps, which may be more than limit.
         depth = limit if self.reranker is None else max(limit, self.reranker.top_n)
-        outcome = apply_gate(
-            ranking.candidates, threshold=threshold, enabled=self.gate_enabled, limit=depth, document=document_of
-        )
+        outcome = gate_ranking(ranking, threshold=threshold, enabled=self.gate_enabled, limit=depth)
         # What is served (and what the reranker reads) is read whole, in one query.
         prefetch_rows(outcome.kept)
         ranking.watch.mark("gate")
