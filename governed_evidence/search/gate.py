@@ -134,21 +134,27 @@ def confidences(
     """
     if not coverage:
         return []
-    cov = np.clip(np.asarray(coverage, dtype=np.float64), 0.0, 1.0)
+    # np.minimum(np.maximum(x, lo), hi) is np.clip's definition, bit for bit, without its
+    # Python-level dispatch (about 4 µs a call on 90 values; five calls a search).
+    cov = _clip01(np.asarray(coverage, dtype=np.float64))
     sim = np.asarray([-1.0 if s is None else s for s in similarity], dtype=np.float64)
-    semantic = np.clip((sim - calibration.floor) / (calibration.ceiling - calibration.floor), 0.0, 1.0)
+    semantic = _clip01((sim - calibration.floor) / (calibration.ceiling - calibration.floor))
     if background is not None:
-        distinct = np.clip((sim - background) / calibration.distinct_scale, 0.0, 1.0)
+        distinct = _clip01((sim - background) / calibration.distinct_scale)
         semantic *= calibration.distinct_base + (1.0 - calibration.distinct_base) * distinct
-    combined = np.clip(1.0 - (1.0 - semantic) * (1.0 - calibration.coverage_weight * cov**2), 0.0, 1.0)
+    combined = _clip01(1.0 - (1.0 - semantic) * (1.0 - calibration.coverage_weight * cov**2))
     # Keyword-only (no similarity): full coverage of the content words is strong evidence,
     # partial weak.
-    keyword_only = np.clip(cov**1.5, 0.0, 1.0)
+    keyword_only = _clip01(cov**1.5)
     # Python's round (correctly rounded decimal), not numpy's (scaled).
     return [
         round(k if s is None else c, 4)
         for s, c, k in zip(similarity, combined.tolist(), keyword_only.tolist(), strict=True)
     ]
+
+
+def _clip01(values: np.ndarray) -> np.ndarray:
+    return np.minimum(np.maximum(values, 0.0), 1.0)
 
 
 class _Confident(Protocol):
