@@ -154,7 +154,8 @@ def confidences(
 
 
 def _clip01(values: np.ndarray) -> np.ndarray:
-    return np.minimum(np.maximum(values, 0.0), 1.0)
+    clipped: np.ndarray = np.minimum(np.maximum(values, 0.0), 1.0)
+    return clipped
 
 
 class _Confident(Protocol):
