@@ -118,7 +118,13 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
     result["vector_strategy"] = (
         "none (vec0 KNN)"
         if held is None
-        else ("sign-code prefilter + exact rescoring" if held.codes is not None else "exact matrix product")
+        else (
+            "sign-code prefilter + exact rescoring"
+            if held.codes is not None
+            else "projected prefilter + exact rescoring"
+            if held.projected is not None
+            else "exact matrix product"
+        )
     )
     result["query_embed_ms"] = latency(embed_ms)
     statuses: dict[str, dict[str, int]] = {}
