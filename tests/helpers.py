@@ -62,6 +62,17 @@ def write(root: Path, rel: str, content: str) -> Path:
     return path
 
 
+#: Queries over :func:`small_corpus` that reach passages at every level, in every mode.
+SMALL_CORPUS_QUERIES = (
+    "travel expenses",
+    "password rotation policy",
+    "Quillmoor acquisition",
+    "confidential dispute invoices",
+    "remote work equipment",
+    "Brackenfield vendor",
+)
+
+
 def small_corpus(root: Path) -> Path:
     """A tiny three-level corpus with known facts, a superseded pair and a seeded secret."""
     write(

@@ -11,17 +11,9 @@ from governed_evidence.config import Classification
 from governed_evidence.search.gate import apply_gate, gate_positions
 from governed_evidence.search.ranking import FUSION_WEIGHT, RERANK_DEPTH, confident_first, gate_ranking
 from governed_evidence.search.service import SearchService
-from tests.helpers import HashEmbedder
+from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder
 
-QUERIES = [
-    "travel expenses",
-    "password rotation policy",
-    "Quillmoor acquisition",
-    "confidential dispute invoices",
-    "remote work equipment",
-    "Brackenfield vendor",
-    "who approves a new laptop",
-]
+QUERIES = [*SMALL_CORPUS_QUERIES, "who approves a new laptop"]
 
 
 @pytest.mark.parametrize("ceiling", list(Classification))

@@ -15,16 +15,9 @@ from governed_evidence.search import sql, vectors
 from governed_evidence.search.service import SearchService
 from governed_evidence.search.vectors import VectorMatrix, load_matrix
 from governed_evidence.store.connection import connect
-from tests.helpers import HashEmbedder, write
+from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder, write
 
-QUERIES = [
-    "travel expenses",
-    "password rotation policy",
-    "Quillmoor acquisition",
-    "confidential dispute invoices",
-    "remote work equipment",
-    "Brackenfield vendor",
-]
+QUERIES = SMALL_CORPUS_QUERIES
 BUDGET = 64 * 2**20
 
 
@@ -85,33 +78,37 @@ def test_sign_code_prefilter_recall_and_exact_distances(monkeypatch: pytest.Monk
     (0.99 and above at 100k and 1M passages).
     """
     rng = np.random.default_rng(11)
-    centres = rng.standard_normal((200, 384)).astype(np.float32)
-    rows = centres[rng.integers(0, 200, 20_000)] + 0.6 * rng.standard_normal((20_000, 384)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows = _clustered(rng, 20_000, 384)
     ids = np.arange(1, 20_001, dtype=np.int64)
     exact = VectorMatrix(Classification.PUBLIC, ids, rows)
     coded = VectorMatrix(Classification.PUBLIC, ids, rows, codes=vectors.sign_codes(rows))
     assert vectors.rescore_count(20_000, 10) == 2000
-    found = 0
-    for i in range(50):
-        query = rows[i * 97] + 0.3 * rng.standard_normal(384).astype(np.float32)
-        truth = {p for p, _ in exact.knn(query, 10)}
-        got = coded.knn(query, 10)
-        found += len(truth & {p for p, _ in got})
-        # Whatever is returned carries its exact distance, nearest first.
-        assert [d for _, d in got] == sorted(d for _, d in got)
-        for pid, distance in got:
-            assert distance == pytest.approx(exact.distances(query, [pid])[pid], abs=1e-6)
-    assert found / 500 >= 0.85
+    assert _neighbours_found(exact, coded, rows, rng) / 500 >= 0.85
 
 
-def _clustered(rows: int, dimension: int, seed: int) -> np.ndarray:
-    """Unit rows around 200 centres: structure for the leading directions to find."""
-    rng = np.random.default_rng(seed)
+def _clustered(rng: np.random.Generator, rows: int, dimension: int) -> np.ndarray:
+    """Unit rows around 200 centres: structure for a prefilter (and leading directions) to find."""
     centres = rng.standard_normal((200, dimension)).astype(np.float32)
     out = centres[rng.integers(0, 200, rows)] + 0.6 * rng.standard_normal((rows, dimension)).astype(np.float32)
     out /= np.linalg.norm(out, axis=1, keepdims=True)
     return out
+
+
+def _neighbours_found(
+    exact: VectorMatrix, approximate: VectorMatrix, rows: np.ndarray, rng: np.random.Generator
+) -> int:
+    """True top-10 neighbours ``approximate`` returns for 50 queries near the rows; whatever it
+    returns must carry its exact distance, nearest first."""
+    found = 0
+    for i in range(50):
+        query = rows[i * 97] + 0.3 * rng.standard_normal(rows.shape[1]).astype(np.float32)
+        truth = {p for p, _ in exact.knn(query, 10)}
+        got = approximate.knn(query, 10)
+        found += len(truth & {p for p, _ in got})
+        assert [d for _, d in got] == sorted(d for _, d in got)
+        for pid, distance in got:
+            assert distance == pytest.approx(exact.distances(query, [pid])[pid], abs=1e-6)
+    return found
 
 
 def _projected(rows: np.ndarray) -> VectorMatrix:
@@ -137,7 +134,7 @@ def test_principal_basis_is_orthonormal_and_keeps_the_leading_directions() -> No
 
 
 def test_projected_prefilter_is_exact_when_rescoring_everything(monkeypatch: pytest.MonkeyPatch) -> None:
-    rows = _clustered(3000, 384, 13)
+    rows = _clustered(np.random.default_rng(13), 3000, 384)
     exact = VectorMatrix(Classification.PUBLIC, np.arange(1, 3001, dtype=np.int64), rows)
     monkeypatch.setattr(vectors, "PROJECTED_RESCORE_MIN", 3000)
     projected = _projected(rows)
@@ -153,21 +150,11 @@ def test_projected_prefilter_recall_and_exact_distances() -> None:
     A floor against regressions only; recall on real embeddings is measured by ``make bench``
     and ``python -m benchmarks.projection``.
     """
-    rows = _clustered(20_000, 384, 11)
+    rows = _clustered(np.random.default_rng(11), 20_000, 384)
     exact = VectorMatrix(Classification.PUBLIC, np.arange(1, 20_001, dtype=np.int64), rows)
     projected = _projected(rows)
     assert vectors.projected_count(20_000, 10) == 1000
-    rng = np.random.default_rng(5)
-    found = 0
-    for i in range(50):
-        query = rows[i * 97] + 0.3 * rng.standard_normal(384).astype(np.float32)
-        truth = {p for p, _ in exact.knn(query, 10)}
-        got = projected.knn(query, 10)
-        found += len(truth & {p for p, _ in got})
-        assert [d for _, d in got] == sorted(d for _, d in got)
-        for pid, distance in got:
-            assert distance == pytest.approx(exact.distances(query, [pid])[pid], abs=1e-6)
-    assert found / 500 >= 0.95  # 0.962 when written
+    assert _neighbours_found(exact, projected, rows, np.random.default_rng(5)) / 500 >= 0.95  # 0.962 when written
 
 
 def test_service_answers_the_same_with_vectors_in_memory(built_index: Path, hash_embedder: HashEmbedder) -> None:
