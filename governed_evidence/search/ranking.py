@@ -5,6 +5,11 @@ and the query's background similarity, combined into the calibrated confidence t
 thresholds. Nothing is withheld here: the gate decides that (:mod:`gate`).
 
 What the gate keeps is then served documents first (:mod:`diversity`).
+
+The candidates are held as columns (:class:`Columns`), one list per field, because a search
+serves about 10 of the 90 it fuses: building an object per candidate, then gating those
+objects, cost more than fusing them (docs/performance.md). A :class:`Candidate` is built for
+what the gate keeps, or for every position when something reads the whole ranking.
 """
 
 from __future__ import annotations
