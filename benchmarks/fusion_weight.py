@@ -37,12 +37,11 @@ from benchmarks.sentence_similarity import (
     SAMPLE_MIN_PAGE_AT_10,
     Ranked,
     Scored,
-    document_level_questions,
     figures,
     keeps_release_gate,
+    suite_services,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 #: Weights tried; 0 is the confidence alone (the order shipped before this measurement).
 WEIGHTS = (0.0, 0.1, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)
 SCIFACT = "scifact"
@@ -112,32 +111,14 @@ def _item(candidate: Any) -> Item:
 
 
 def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[tuple[str, frozenset[str], list[Item]]]]:
-    from governed_evidence.evaluation.suites import load_suite
-    from governed_evidence.search.service import SearchService
-
     out: dict[str, list[tuple[str, frozenset[str], list[Item]]]] = {}
-    for spec in load_suite(ROOT / "evals" / "suites.toml", suite, ROOT):
-        db = cache_dir / f"{spec.name}.sqlite"
-        questions = document_level_questions(spec.questions)
-        if not db.exists() or questions is None:
-            continue
-        service = SearchService(
-            db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
-        )
-        try:
-            service.warm()
-            with fused_order():
-                out[spec.name] = [
-                    (
-                        q.slice,
-                        frozenset(q.expected),
-                        [_item(c) for c in service.rank(q.question).candidates],
-                    )
-                    for q in questions
-                    if q.slice in ("answerable", "paraphrase", "unanswerable")
-                ]
-        finally:
-            service.close()
+    for spec, _, questions, service in suite_services(suite, cache_dir, embedder, "fusion"):
+        with fused_order():
+            out[spec.name] = [
+                (q.slice, frozenset(q.expected), [_item(c) for c in service.rank(q.question).candidates])
+                for q in questions
+                if q.slice in ("answerable", "paraphrase", "unanswerable")
+            ]
         print(f"[fusion] {spec.name}: ranked {len(out[spec.name])} questions", file=sys.stderr)
     return out
 

@@ -39,10 +39,10 @@ from benchmarks.sentence_similarity import (
     SAMPLE_MIN_PAGE_AT_10,
     Ranked,
     Scored,
-    document_level_questions,
     figures,
     keeps_release_gate,
     ranked_questions,
+    suite_services,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,29 +124,10 @@ def choose_depth(
 
 
 def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[Ranked]]:
-    from governed_evidence.evaluation.suites import load_suite
-    from governed_evidence.search.service import SearchService
-
     out: dict[str, list[Ranked]] = {}
-    for spec in load_suite(ROOT / "evals" / "suites.toml", suite, ROOT):
-        db = cache_dir / f"{spec.name}.sqlite"
-        if not db.exists():
-            print(
-                f"[depth] {spec.name}: no index at {db}; run `governed-evidence eval --suite {suite}`", file=sys.stderr
-            )
-            continue
-        questions = document_level_questions(spec.questions)
-        if questions is None:
-            continue
-        service = SearchService(
-            db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
-        )
-        try:
-            service.warm()
-            with fused_order():
-                out[spec.name] = ranked_questions(service, questions)
-        finally:
-            service.close()
+    for spec, _, questions, service in suite_services(suite, cache_dir, embedder, "depth"):
+        with fused_order():
+            out[spec.name] = ranked_questions(service, questions)
         print(f"[depth] {spec.name}: ranked {len(out[spec.name])} questions", file=sys.stderr)
     return out
 

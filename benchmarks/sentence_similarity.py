@@ -51,7 +51,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from governed_evidence.embeddings.base import Embedder
     from governed_evidence.evaluation.questions import Question
+    from governed_evidence.evaluation.suites import CorpusSpec
     from governed_evidence.search.service import SearchService
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,6 +209,34 @@ def document_level_questions(path: Path) -> list[Question] | None:
 
     questions = load_questions(path if path.is_absolute() else ROOT / path)
     return None if any(q.pages for q in questions) else questions
+
+
+def suite_services(
+    suite: str, cache_dir: Path, embedder: Embedder, label: str
+) -> Iterator[tuple[CorpusSpec, Path, list[Question], SearchService]]:
+    """Each corpus of ``suite`` with an index under ``cache_dir`` and document-level questions:
+    its spec, index, questions and a warmed service at its ceiling, closed when the caller
+    moves on. A corpus without an index is said on stderr under ``label`` and skipped."""
+    from governed_evidence.evaluation.suites import load_suite
+    from governed_evidence.search.service import SearchService
+
+    for spec in load_suite(ROOT / "evals" / "suites.toml", suite, ROOT):
+        db = cache_dir / f"{spec.name}.sqlite"
+        if not db.exists():
+            hint = f"run `governed-evidence eval --suite {suite} --cache-dir {cache_dir}`"
+            print(f"[{label}] {spec.name}: no index at {db}; {hint}", file=sys.stderr)
+            continue
+        questions = document_level_questions(spec.questions)
+        if questions is None:
+            continue
+        service = SearchService(
+            db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
+        )
+        try:
+            service.warm()
+            yield spec, db, questions, service
+        finally:
+            service.close()
 
 
 def ranked_questions(service: SearchService, questions: Iterable[Question]) -> list[Ranked]:
@@ -382,42 +412,24 @@ def main(argv: list[str] | None = None) -> int:
 
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.evaluation.suites import load_suite
     from governed_evidence.search.gate import GateThresholds
-    from governed_evidence.search.service import SearchService
 
     settings = Settings()
     embedder = make_embedder(settings)
-    suites = {s: load_suite(ROOT / "evals" / "suites.toml", s, ROOT) for s in ("tuning", "validation")}
     alphas = {f"alpha {a:g}": a for a in sorted({float(x) for x in ns.alphas.split(",")} | {1.0})}
     before = "alpha 1"  # the passage similarity alone: the product as shipped
     shipped = GateThresholds()
 
     def rank_corpora(suite: str, labels: Iterable[str]) -> dict[str, dict[str, list[Ranked]]]:
         out: dict[str, dict[str, list[Ranked]]] = {label: {} for label in labels}
-        for spec in suites[suite]:
-            db = ns.cache_dir / f"{spec.name}.sqlite"
-            if not db.exists():
-                hint = f"run `governed-evidence eval --suite {suite} --cache-dir {ns.cache_dir}`"
-                print(f"[sentences] {spec.name}: no index at {db}; {hint}", file=sys.stderr)
-                continue
-            questions = document_level_questions(spec.questions)
-            if questions is None:
-                continue
+        for spec, db, questions, service in suite_services(suite, ns.cache_dir, embedder, "sentences"):
             found = sentence_vectors(db, embedder.embed)
-            service = SearchService(
-                db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
-            )
-            try:
-                service.warm()
-                for label in out:
-                    alpha = alphas[label]
-                    scope = contextlib.nullcontext() if alpha == 1.0 else sentence_similarity(found, alpha)
-                    with scope:
-                        out[label][spec.name] = ranked_questions(service, questions)
-                print(f"[sentences] {spec.name}: ranked {len(questions)} questions", file=sys.stderr)
-            finally:
-                service.close()
+            for label in out:
+                alpha = alphas[label]
+                scope = contextlib.nullcontext() if alpha == 1.0 else sentence_similarity(found, alpha)
+                with scope:
+                    out[label][spec.name] = ranked_questions(service, questions)
+            print(f"[sentences] {spec.name}: ranked {len(questions)} questions", file=sys.stderr)
         return out
 
     tuning_ranked = rank_corpora("tuning", alphas)

@@ -47,13 +47,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchmarks.sentence_similarity import Ranked, Scored, choose, document_level_questions, figures, thresholds_for
+from benchmarks.sentence_similarity import Ranked, Scored, choose, figures, suite_services, thresholds_for
 
 if TYPE_CHECKING:
     from governed_evidence.evaluation.questions import Question
     from governed_evidence.search.service import SearchService
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("as shipped", "token", "mix")
 
 
@@ -215,32 +214,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.evaluation.suites import load_suite
     from governed_evidence.search.gate import GateThresholds
-    from governed_evidence.search.service import SearchService
 
     embedder = make_embedder(Settings())
     encoder = _Encoder()
     measured: dict[str, list[Measured]] = {}
     tuning: list[str] = []
     for suite in ("tuning", "validation"):
-        for spec in load_suite(ROOT / "evals" / "suites.toml", suite, ROOT):
-            questions = document_level_questions(spec.questions)
-            if questions is None:
-                continue
-            db = ns.cache_dir / f"{spec.name}.sqlite"
-            if not db.exists():
-                print(f"[token] {spec.name}: no index at {db}; run `governed-evidence eval --suite {suite} "
-                      f"--cache-dir {ns.cache_dir}`", file=sys.stderr)  # fmt: skip
-                continue
-            service = SearchService(
-                db, ceiling=spec.ceiling, embedder_factory=lambda: embedder, vector_memory_bytes=1 << 30
-            )
-            try:
-                service.warm()
-                measured[spec.name] = measure_corpus(service, questions, encoder, db, ns.top)
-            finally:
-                service.close()
+        for spec, db, questions, service in suite_services(suite, ns.cache_dir, embedder, "token"):
+            measured[spec.name] = measure_corpus(service, questions, encoder, db, ns.top)
             if suite == "tuning":
                 tuning.append(spec.name)
             print(f"[token] {spec.name}: {len(measured[spec.name])} questions", file=sys.stderr)
