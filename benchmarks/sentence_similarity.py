@@ -118,7 +118,8 @@ def sentence_similarity(found: SentenceVectors, alpha: float) -> Iterator[None]:
     """While open, the in-memory vector copy ranks and scores passages by the mixed similarity."""
     from governed_evidence.search import vectors as held
 
-    original = held.VectorMatrix.knn, held.VectorMatrix.distances
+    # knn_scored is what a search calls (knn is its first half); both are covered by patching it.
+    original = held.VectorMatrix.knn_scored, held.VectorMatrix.distances
     positions: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     #: The last query's scores: a search ranks (knn) and then scores the candidates only the
     #: keyword side found (distances) with the same query vector.
@@ -138,15 +139,18 @@ def sentence_similarity(found: SentenceVectors, alpha: float) -> Iterator[None]:
         last[key] = mixed_similarity(matrix.matrix @ unit, vecs @ unit, pos, alpha)
         return last[key]
 
-    def knn(self: held.VectorMatrix, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def knn_scored(self: held.VectorMatrix, query: np.ndarray, k: int) -> tuple[list[tuple[int, float]], None]:
+        # No full product to hand on: distances() reads the mixed scores instead.
         if self.rows == 0 or k <= 0:
-            return []
+            return [], None
         s = scores(self, query)
         top = np.argpartition(-s, k - 1)[:k] if k < self.rows else np.arange(self.rows)
         order = top[np.lexsort((self.ids[top], -s[top]))]
-        return [(int(self.ids[i]), float(1.0 - s[i])) for i in order]
+        return [(int(self.ids[i]), float(1.0 - s[i])) for i in order], None
 
-    def distances(self: held.VectorMatrix, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
+    def distances(
+        self: held.VectorMatrix, query: np.ndarray, passage_ids: list[int], every: np.ndarray | None = None
+    ) -> dict[int, float]:
         if not passage_ids or self.rows == 0:
             return {}
         s = scores(self, query)
@@ -155,11 +159,11 @@ def sentence_similarity(found: SentenceVectors, alpha: float) -> Iterator[None]:
         found_here = self.ids[pos] == wanted
         return {int(p): float(1.0 - s[i]) for p, i in zip(wanted[found_here], pos[found_here], strict=True)}
 
-    held.VectorMatrix.knn, held.VectorMatrix.distances = knn, distances  # type: ignore[method-assign]
+    held.VectorMatrix.knn_scored, held.VectorMatrix.distances = knn_scored, distances  # type: ignore[method-assign]
     try:
         yield
     finally:
-        held.VectorMatrix.knn, held.VectorMatrix.distances = original  # type: ignore[method-assign]
+        held.VectorMatrix.knn_scored, held.VectorMatrix.distances = original  # type: ignore[method-assign]
 
 
 #: Thresholds tried (the shipped ones are on this grid).
