@@ -212,16 +212,11 @@ def apply_gate(
 ) -> GateOutcome[C]:
     """Keep what reaches ``threshold`` (everything when the gate is off), documents first, up to
     ``limit``; ``document`` names a candidate's document (its path unless given)."""
-    named: Callable[[C], Hashable] = _path if document is None else document
+
+    def named(i: int) -> Hashable:
+        return candidates[i].document if document is None else document(candidates[i])
+
     kept, withheld, best = gate_positions(
-        [c.confidence for c in candidates],
-        lambda i: named(candidates[i]),
-        threshold=threshold,
-        enabled=enabled,
-        limit=limit,
+        [c.confidence for c in candidates], named, threshold=threshold, enabled=enabled, limit=limit
     )
     return GateOutcome([candidates[i] for i in kept], withheld, best)
-
-
-def _path(candidate: _Confident) -> str:
-    return candidate.document
