@@ -69,10 +69,6 @@ class RowCache:
         missing = {p for p in ids if p not in self.visible}
         self.visible.update(sql.passage_documents(self._conn, self._level, missing, covering=self._covering))
 
-    def heads(self) -> dict[int, PassageHead]:
-        """A head for every visible passage so far (the cache keeps none: see ``visible``)."""
-        return {pid: PassageHead(pid, document_id, self) for pid, document_id in self.visible.items()}
-
     def document_path(self, document_id: int) -> str:
         """The path of a head's document; the first call reads the path of every visible passage's
         document at once."""

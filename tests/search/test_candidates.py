@@ -11,7 +11,7 @@ import apsw
 
 from governed_evidence.config import Classification
 from governed_evidence.search import sql
-from governed_evidence.search.candidates import RowCache
+from governed_evidence.search.candidates import PassageHead, RowCache
 from governed_evidence.search.diversity import documents_first
 from governed_evidence.search.rows import label, served_status
 from governed_evidence.search.service import SearchService
@@ -25,6 +25,11 @@ def _all_passages(conn: apsw.Connection) -> list[tuple[int, int, int, int]]:
     return [(int(a), int(b), int(c), int(d)) for a, b, c, d in rows]
 
 
+def _heads(cache: RowCache) -> dict[int, PassageHead]:
+    """A head for every passage ``cache`` found visible, as a search's candidates hold them."""
+    return {pid: PassageHead(pid, document_id, cache) for pid, document_id in cache.visible.items()}
+
+
 def test_heads_are_the_visible_passages_with_their_document(built_index: Path) -> None:
     conn = connect(built_index, readonly=True)
     passages = _all_passages(conn)
@@ -33,10 +38,10 @@ def test_heads_are_the_visible_passages_with_their_document(built_index: Path) -
         cache = RowCache(conn, level, covering=True)
         cache.fetch([pid for pid, *_ in passages] + [10_000_000])
         visible = {pid: doc for pid, doc, cls, searchable in passages if cls <= level and searchable == 1}
-        assert {pid: head.document_id for pid, head in cache.heads().items()} == visible
+        assert {pid: head.document_id for pid, head in _heads(cache).items()} == visible
         # The path each head gives is its row's, read with the ceiling in the statement.
         rows = sql.passages_by_id(conn, level, set(visible))
-        assert {pid: head.document for pid, head in cache.heads().items()} == {p: r.document for p, r in rows.items()}
+        assert {pid: head.document for pid, head in _heads(cache).items()} == {p: r.document for p, r in rows.items()}
     conn.close()
 
 
@@ -51,7 +56,7 @@ def test_every_head_s_path_is_read_in_one_statement_on_first_need(built_index: P
     cache = RowCache(conn, Classification.RESTRICTED, covering=True)
     cache.fetch(pid for pid, *_ in _all_passages(conn))
     conn.exec_trace = trace
-    heads = list(cache.heads().values())
+    heads = list(_heads(cache).values())
     assert len({h.document_id for h in heads}) > 1
     paths = [h.document for h in heads]
     assert len(statements) == 1 and "FROM documents" in statements[0]
@@ -65,7 +70,7 @@ def test_documents_first_by_document_id_is_documents_first_by_path(built_index: 
     conn = connect(built_index, readonly=True)
     cache = RowCache(conn, Classification.RESTRICTED, covering=True)
     cache.fetch(pid for pid, *_ in _all_passages(conn))
-    heads = list(cache.heads().values())
+    heads = list(_heads(cache).values())
     rng = random.Random(7)
     for _ in range(200):
         sample = rng.sample(heads, rng.randint(0, len(heads)))
