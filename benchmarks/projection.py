@@ -38,7 +38,7 @@ import numpy as np
 from benchmarks.stats import latency, machine
 from governed_evidence.config import Classification
 from governed_evidence.search import vectors
-from governed_evidence.search.vectors import VectorMatrix, principal_basis
+from governed_evidence.search.vectors import Projection, VectorMatrix, principal_basis
 
 __all__ = ["main", "measure", "rescoring"]
 
@@ -77,7 +77,7 @@ def measure(rows: np.ndarray, query_sets: dict[str, np.ndarray], passes: int = 2
     exact_ms: list[float] = []
     for dimension in DIMENSIONS:
         basis = principal_basis(gathered, dimension)
-        held = VectorMatrix(level, ids, gathered, basis=basis, projected=np.asfortranarray(gathered @ basis))
+        held = VectorMatrix(level, ids, gathered, projection=Projection(basis, np.asfortranarray(gathered @ basis)))
         for count in RESCORED:
             with rescoring(count):
                 row: dict[str, Any] = {"dimensions": dimension, "rescored": count}

@@ -122,7 +122,7 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
             "sign-code prefilter + exact rescoring"
             if held.codes is not None
             else "projected prefilter + exact rescoring"
-            if held.projected is not None
+            if held.projection is not None
             else "exact matrix product"
         )
     )

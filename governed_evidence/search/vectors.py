@@ -45,6 +45,7 @@ __all__ = [
     "RESCORE_MIN",
     "HeldVectors",
     "MemoryBudget",
+    "Projection",
     "VectorCopier",
     "VectorMatrix",
     "count_searchable",
@@ -114,6 +115,34 @@ def principal_basis(matrix: np.ndarray, dimension: int | None = None) -> np.ndar
 
 
 @dataclass(frozen=True)
+class Projection:
+    """Held rows projected onto their leading principal directions (:func:`principal_basis`)."""
+
+    #: The directions as columns (dimension x PROJECTED_DIMENSION).
+    basis: np.ndarray
+    #: Every row projected onto them, column-major: scanned whole by each query.
+    rows: np.ndarray
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> Projection:
+        basis = principal_basis(matrix)
+        return cls(basis, np.asfortranarray(matrix @ basis))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.basis.nbytes + self.rows.nbytes)
+
+    def nearest(self, unit: np.ndarray, wanted: int) -> np.ndarray:
+        """Row positions of the ``wanted`` highest projected similarities to ``unit``."""
+        count = self.rows.shape[0]
+        if wanted >= count:
+            return np.arange(count)
+        approximate = self.rows @ (unit @ self.basis)
+        # The largest without negating a copy of every score first.
+        return np.argpartition(approximate, count - wanted)[count - wanted :]
+
+
+@dataclass(frozen=True)
 class VectorMatrix:
     """Unit-normalised rows in passage-id order; ``ids`` is sorted ascending."""
 
@@ -123,10 +152,8 @@ class VectorMatrix:
     #: Sign bits of every row, word-major (see :func:`sign_codes`); None: every query is a full
     #: matrix product (or a projected one).
     codes: np.ndarray | None = None
-    #: The principal directions (dimension x PROJECTED_DIMENSION) and every row projected onto
-    #: them (column-major); None: no projected product.
-    basis: np.ndarray | None = None
-    projected: np.ndarray | None = None
+    #: The rows projected onto their principal directions; None: no projected product.
+    projection: Projection | None = None
 
     @property
     def rows(self) -> int:
@@ -134,7 +161,7 @@ class VectorMatrix:
 
     @property
     def nbytes(self) -> int:
-        extra = sum(a.nbytes for a in (self.codes, self.basis, self.projected) if a is not None)
+        extra = sum(a.nbytes for a in (self.codes, self.projection) if a is not None)
         return int(self.matrix.nbytes + self.ids.nbytes + extra)
 
     def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -149,8 +176,8 @@ class VectorMatrix:
             return [], None
         unit = _unit(query)
         every: np.ndarray | None = None
-        if self.projected is not None and self.basis is not None:
-            rows = self._nearest_projected(unit, projected_count(self.rows, k))
+        if self.projection is not None:
+            rows = self.projection.nearest(unit, projected_count(self.rows, k))
             scores = self.matrix[rows] @ unit
         elif self.codes is not None:
             rows = self._nearest_codes(_signs(unit), rescore_count(self.rows, k))
@@ -162,15 +189,6 @@ class VectorMatrix:
         # lexsort: last key is primary; the id breaks ties, so the order is deterministic.
         order = top[np.lexsort((self.ids[rows[top]], -scores[top]))]
         return [(int(self.ids[rows[i]]), float(1.0 - scores[i])) for i in order], every
-
-    def _nearest_projected(self, unit: np.ndarray, wanted: int) -> np.ndarray:
-        """Row positions of the ``wanted`` highest projected similarities to ``unit``."""
-        assert self.projected is not None and self.basis is not None
-        if wanted >= self.rows:
-            return np.arange(self.rows)
-        approximate = self.projected @ (unit @ self.basis)
-        # The largest without negating a copy of every score first.
-        return np.argpartition(approximate, self.rows - wanted)[self.rows - wanted :]
 
     def _nearest_codes(self, query_code: np.ndarray, wanted: int) -> np.ndarray:
         """Row positions of the ``wanted`` smallest Hamming distances to ``query_code``."""
@@ -316,11 +334,8 @@ def load_matrix(
         np.take(matrix, by_id, axis=0, out=sorted_matrix, mode="clip")  # "raise" buffers a copy
         ids, matrix = ids[by_id], sorted_matrix
         codes = np.ascontiguousarray(codes[:, by_id]) if codes is not None else None
-    basis = projected = None
-    if projects and _projects(rows, dimension):
-        basis = principal_basis(matrix)
-        projected = np.asfortranarray(matrix @ basis)
-    return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes, basis=basis, projected=projected)
+    projection = Projection.of(matrix) if projects and _projects(rows, dimension) else None
+    return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes, projection=projection)
 
 
 class VectorCopier:

@@ -112,14 +112,8 @@ def _neighbours_found(
 
 
 def _projected(rows: np.ndarray) -> VectorMatrix:
-    basis = vectors.principal_basis(rows)
-    return VectorMatrix(
-        Classification.PUBLIC,
-        np.arange(1, rows.shape[0] + 1, dtype=np.int64),
-        rows,
-        basis=basis,
-        projected=np.asfortranarray(rows @ basis),
-    )
+    ids = np.arange(1, rows.shape[0] + 1, dtype=np.int64)
+    return VectorMatrix(Classification.PUBLIC, ids, rows, projection=vectors.Projection.of(rows))
 
 
 def test_principal_basis_is_orthonormal_and_keeps_the_leading_directions() -> None:
@@ -285,14 +279,14 @@ def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(
     matrix = load_matrix(conn, Classification.PUBLIC, 16)
     assert matrix is not None
     if exact_rows < 300:
-        assert matrix.matrix.flags.c_contiguous and matrix.codes is not None and matrix.projected is None
+        assert matrix.matrix.flags.c_contiguous and matrix.codes is not None and matrix.projection is None
     elif projected_rows <= 300:
         assert matrix.matrix.flags.c_contiguous and matrix.codes is None
-        assert matrix.basis is not None and matrix.basis.shape == (16, 4)
-        assert matrix.projected is not None and matrix.projected.flags.f_contiguous
-        np.testing.assert_allclose(matrix.projected, matrix.matrix @ matrix.basis, atol=1e-6)
+        assert matrix.projection is not None and matrix.projection.basis.shape == (16, 4)
+        assert matrix.projection.rows.flags.f_contiguous
+        np.testing.assert_allclose(matrix.projection.rows, matrix.matrix @ matrix.projection.basis, atol=1e-6)
     else:
-        assert matrix.matrix.flags.f_contiguous and matrix.codes is None and matrix.projected is None
+        assert matrix.matrix.flags.f_contiguous and matrix.codes is None and matrix.projection is None
     assert matrix.nbytes == vectors.matrix_bytes(300, 16)
     assert matrix.ids.tolist() == list(range(1, 301))
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
