@@ -181,6 +181,37 @@ def test_restricted_never_returned_with_vectors_in_memory(
                 assert word not in dumped
 
 
+@pytest.mark.parametrize("ceiling", [Classification.PUBLIC, Classification.INTERNAL])
+def test_the_projection_holds_and_returns_nothing_above_the_ceiling(
+    built_index: Path, hash_embedder: HashEmbedder, ceiling: Classification, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Must be zero: with every copy searched through the projection, its directions come from
+    the caller's rows only and nothing restricted reaches a result."""
+    monkeypatch.setattr(vectors, "PROJECTED_ROWS", 1)
+    monkeypatch.setattr(vectors, "PROJECTED_DIMENSION", 8)
+    svc = _service(built_index, hash_embedder, ceiling)
+    svc.warm()
+    held = svc.vectors.matrix
+    assert held is not None and held.projection is not None
+    conn = connect(built_index, readonly=True)
+    visible = sorted(
+        int(pid)
+        for (pid,) in conn.execute(
+            "SELECT id FROM passages WHERE classification <= ? AND searchable = 1", (int(ceiling),)
+        )
+    )
+    conn.close()
+    # The projected rows are the caller's rows, one each, and the directions are those of them alone.
+    assert held.ids.tolist() == visible and held.projection.rows.shape == (len(visible), 8)
+    np.testing.assert_allclose(held.projection.basis, vectors.principal_basis(held.matrix, 8), atol=1e-6)
+    for query in [*QUERIES, "Zephyr", "cost centre 9931", "88,000"]:
+        for mode in ("hybrid", "semantic"):
+            dumped = svc.search(query, limit=20, mode=mode, confidence_level="normal").model_dump_json()  # type: ignore[arg-type]
+            for word in ("Quillmoor", "Zephyr", "Brackenfield", "9931", "restricted/"):
+                assert word not in dumped
+    svc.close()
+
+
 def test_over_budget_falls_back_to_vec0(built_index: Path, hash_embedder: HashEmbedder) -> None:
     svc = _service(built_index, hash_embedder, Classification.RESTRICTED, memory=1024)
     svc.warm()
