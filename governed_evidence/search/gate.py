@@ -190,16 +190,12 @@ def gate_positions(
     """The gate on positions: which of ``confidences`` (in ranking order) are kept, at most
     ``limit``, documents first (``document`` names a position's document, asked only of what
     passes); how many the threshold withheld; the best confidence seen."""
-    passing: list[int] = []
-    withheld = 0
-    best = 0.0
-    for i, value in enumerate(confidences):
-        best = max(best, value)
-        if enabled and value < threshold:
-            withheld += 1
-            continue
-        passing.append(i)
-    return documents_first(passing, document)[:limit], withheld, best
+    best = max(0.0, max(confidences, default=0.0))
+    if enabled:
+        passing = [i for i, value in enumerate(confidences) if not value < threshold]
+    else:
+        passing = list(range(len(confidences)))
+    return documents_first(passing, document, limit=limit), len(confidences) - len(passing), best
 
 
 def apply_gate(

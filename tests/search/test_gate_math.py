@@ -11,11 +11,13 @@ The worked examples use CAL (floor 0.2, ceiling 0.6, defaults s=0.25, b=0.5, w=0
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from itertools import pairwise
 
 import pytest
 
+from governed_evidence.search.diversity import documents_first
 from governed_evidence.search.gate import (
     CALIBRATIONS,
     ModelCalibration,
@@ -244,3 +246,24 @@ def test_a_withheld_best_passage_does_not_push_its_document_down() -> None:
         threshold=0.5, enabled=True, limit=10,
     ).kept  # fmt: skip
     assert names(kept) == ["b1", "a2", "c1", "b2"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_documents_first_with_a_limit_is_the_whole_order_cut(seed: int) -> None:
+    rng = random.Random(seed)
+    positions = list(range(rng.randint(0, 40)))
+    document = {i: rng.randint(0, rng.randint(1, 12)) for i in positions}
+    whole = documents_first(positions, document.__getitem__)
+    for limit in (0, 1, 3, 10, 50):
+        assert documents_first(positions, document.__getitem__, limit=limit) == whole[:limit]
+
+
+def test_documents_first_stops_naming_documents_once_the_first_round_fills_the_limit() -> None:
+    asked: list[int] = []
+
+    def document(i: int) -> int:
+        asked.append(i)
+        return i  # every position its own document: the first round is the input order
+
+    assert documents_first(list(range(90)), document, limit=10) == list(range(10))
+    assert asked == list(range(10))  # the 80 after the cut are never named (nor read)
