@@ -114,8 +114,11 @@ def sentence_vectors(db: Path, embed: Callable[[list[str]], np.ndarray]) -> Sent
 
 
 @contextlib.contextmanager
-def sentence_similarity(found: SentenceVectors, alpha: float) -> Iterator[None]:
-    """While open, the in-memory vector copy ranks and scores passages by the mixed similarity."""
+def sentence_similarity(found: SentenceVectors, alpha: float, *, rescore: bool = False) -> Iterator[None]:
+    """While open, the in-memory vector copy ranks and scores passages by the mixed similarity;
+    ``rescore``: its candidates are still the passages nearest by their own similarity, and
+    only their order and scores are the mixed similarity's (what a build storing sentence
+    vectors could afford per query: the sentences of about 90 candidates, not of every passage)."""
     from governed_evidence.search import vectors as held
 
     # knn_scored is what a search calls (knn is its first half); both are covered by patching it.
@@ -144,7 +147,11 @@ def sentence_similarity(found: SentenceVectors, alpha: float) -> Iterator[None]:
         if self.rows == 0 or k <= 0:
             return [], None
         s = scores(self, query)
-        top = np.argpartition(-s, k - 1)[:k] if k < self.rows else np.arange(self.rows)
+        if rescore:
+            nearest, _ = original[0](self, query, k)
+            top = np.searchsorted(self.ids, np.asarray([pid for pid, _ in nearest], dtype=np.int64))
+        else:
+            top = np.argpartition(-s, k - 1)[:k] if k < self.rows else np.arange(self.rows)
         order = top[np.lexsort((self.ids[top], -s[top]))]
         return [(int(self.ids[i]), float(1.0 - s[i])) for i in order], None
 
@@ -412,6 +419,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, required=True, help="where `eval --cache-dir` built the indexes")
     parser.add_argument("--alphas", default="0.25,0.5,0.75,1", help="1 is the passage similarity alone")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="the meaning side's candidates chosen by passage similarity, only scored by the mixed one",
+    )
     ns = parser.parse_args(argv)
 
     from governed_evidence.config import Settings
@@ -430,7 +442,9 @@ def main(argv: list[str] | None = None) -> int:
             found = sentence_vectors(db, embedder.embed)
             for label in out:
                 alpha = alphas[label]
-                scope = contextlib.nullcontext() if alpha == 1.0 else sentence_similarity(found, alpha)
+                scope = (
+                    contextlib.nullcontext() if alpha == 1.0 else sentence_similarity(found, alpha, rescore=ns.rescore)
+                )
                 with scope:
                     out[label][spec.name] = ranked_questions(service, questions)
             print(f"[sentences] {spec.name}: ranked {len(questions)} questions", file=sys.stderr)

@@ -79,6 +79,23 @@ def test_the_vector_copy_ranks_by_the_mixed_similarity_only_inside_the_block() -
     assert matrix.distances(query, [20]) == pytest.approx({20: 1.0})
 
 
+def test_rescoring_keeps_the_passages_nearest_by_their_own_similarity_and_reorders_them() -> None:
+    matrix = _matrix()
+    query = np.array([1.0, 0.0], dtype=np.float32)
+    # Passage 20 is the farthest by its own vector; a sentence of it matches the query exactly.
+    found = SentenceVectors(np.array([20]), np.array([[1.0, 0.0]], dtype=np.float32))
+    with sentence_similarity(found, alpha=0.0, rescore=True):
+        # Two candidates: 10 and 30 by passage similarity; 20 is not among them, whatever its sentence.
+        assert [pid for pid, _ in matrix.knn(query, 2)] == [10, 30]
+        # All three: 20 is scored by its sentence and moves up to tie with 10 (ids break ties).
+        ranked = matrix.knn(query, 3)
+        assert [pid for pid, _ in ranked] == [10, 20, 30]
+        assert dict(ranked) == pytest.approx({10: 0.0, 20: 0.0, 30: 0.4})
+    with sentence_similarity(found, alpha=0.0):
+        # Ranked by the mixed similarity throughout, 20 is among the first two.
+        assert [pid for pid, _ in matrix.knn(query, 2)] == [10, 20]
+
+
 def _q(slice_name: str, expected: str, *candidates: tuple[str, float]) -> Ranked:
     return Ranked(slice_name, frozenset({expected}), tuple(Scored(d, c) for d, c in candidates))
 
