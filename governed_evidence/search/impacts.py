@@ -116,34 +116,26 @@ class ImpactIndex:
 
     def held_weight(self, weights: Mapping[str, float], passage_ids: Iterable[int]) -> dict[int, float]:
         """For each passage, the sum of ``weights`` over the stems it holds (the coverage signal's
-        numerator), added in the order of ``weights``; a passage not in this index holds none."""
-        stems = list(weights)
-        wanted, held = self._held(stems, passage_ids)
-        total = np.zeros(wanted.shape[0], dtype=np.float64)
-        for stem, has in zip(stems, held, strict=True):
-            total += np.where(has, weights[stem], 0.0)
-        return dict(zip(wanted.tolist(), total.tolist(), strict=True))
-
-    def _held(self, stems: Sequence[str], passage_ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The passage ids asked about, and whether each holds each stem (stems x passages).
+        numerator), added in the order of ``weights``; a passage not in this index holds none.
 
         Whole arrays per stem (one binary search of its postings for every passage), not a
         Python loop per passage: a search asks this of its ~90 fused candidates.
         """
         wanted = np.fromiter(passage_ids, dtype=np.int64)
-        held = np.zeros((len(stems), wanted.shape[0]), dtype=bool)
-        if wanted.shape[0] == 0 or self.rows == 0:
-            return wanted, held
-        where = np.minimum(np.searchsorted(self.ids, wanted), self.rows - 1)
-        present = self.ids[where] == wanted
-        for i, stem in enumerate(stems):
-            found = self._postings(stem)
-            if found is None:
-                continue
-            positions = found[0]
-            at = np.minimum(np.searchsorted(positions, where), positions.shape[0] - 1)
-            held[i] = present & (positions[at] == where)
-        return wanted, held
+        total = np.zeros(wanted.shape[0], dtype=np.float64)
+        if wanted.shape[0] and self.rows:
+            where = np.minimum(np.searchsorted(self.ids, wanted), self.rows - 1)
+            present = self.ids[where] == wanted
+            for stem, weight in weights.items():
+                found = self._postings(stem)
+                if found is None:
+                    continue
+                positions = found[0]
+                at = positions.searchsorted(where)
+                at[at == positions.shape[0]] = positions.shape[0] - 1
+                # A stem not held adds 0.0, which leaves every sum as the held stems' alone.
+                total += np.where(present & (positions[at] == where), weight, 0.0)
+        return dict(zip(wanted.tolist(), total.tolist(), strict=True))
 
 
 def _instance_table(level: Classification) -> str:

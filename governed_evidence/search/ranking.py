@@ -224,11 +224,14 @@ def confident_order(confidence: Sequence[float], fused: Sequence[float], depth: 
     With weight 0, by confidence alone (``fused`` is then not read, and may be empty)."""
     head = range(min(depth, len(confidence)))
     best = max((fused[i] for i in head), default=0.0) if fusion_weight else 0.0
+    # The keys are computed in one pass and the sort reads them through a bound method (no
+    # Python call a comparison key): the same keys, the same stable order.
     if best <= 0.0:
-        ordered = sorted(head, key=lambda i: -confidence[i])
+        keys = [-confidence[i] for i in head]
     else:
         scale = fusion_weight / best
-        ordered = sorted(head, key=lambda i: -(confidence[i] + scale * fused[i]))
+        keys = [-(confidence[i] + scale * fused[i]) for i in head]
+    ordered = sorted(head, key=keys.__getitem__)
     return [*ordered, *range(len(head), len(confidence))]
 
 

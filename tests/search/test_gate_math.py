@@ -11,10 +11,12 @@ The worked examples use CAL (floor 0.2, ceiling 0.6, defaults s=0.25, b=0.5, w=0
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from itertools import pairwise
 
+import numpy as np
 import pytest
 
 from governed_evidence.search.diversity import documents_first
@@ -27,6 +29,7 @@ from governed_evidence.search.gate import (
     calibration_for,
     confidence,
     confidences,
+    round4,
 )
 
 CAL = ModelCalibration(floor=0.2, ceiling=0.6)
@@ -267,3 +270,13 @@ def test_documents_first_stops_naming_documents_once_the_first_round_fills_the_l
 
     assert documents_first(list(range(90)), document, limit=10) == list(range(10))
     assert asked == list(range(10))  # the 80 after the cut are never named (nor read)
+
+
+def test_round4_is_python_s_round_to_four_places_including_every_half_way_point() -> None:
+    rng = random.Random(7)
+    values = [rng.random() for _ in range(20_000)]
+    halves = [(k + 0.5) / 1e4 for k in range(10_001)]  # decimal halves, as near as floats get
+    # The floats either side of each half: where numpy's scaled rounding can differ from Python's.
+    values += halves + [math.nextafter(h, 2.0) for h in halves] + [math.nextafter(h, -1.0) for h in halves]
+    values += [0.0, 1.0, 0.00005, 0.99995]
+    assert round4(np.asarray(values)) == [round(v, 4) for v in values]
