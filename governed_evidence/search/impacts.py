@@ -33,12 +33,20 @@ from governed_evidence.search import bm25, sql
 from governed_evidence.search.query import quote_token
 from governed_evidence.store.schema import fts_table, terms_table, vocab_table
 
-__all__ = ["POSTING_BYTES", "ImpactCopier", "ImpactIndex", "load_impacts"]
+__all__ = ["DENSE_COVERAGE_ROWS", "POSTING_BYTES", "ImpactCopier", "ImpactIndex", "load_impacts"]
 
 #: Bytes a posting costs: its row position (int32) and its impact (float32).
 POSTING_BYTES = 8
 #: Bytes a distinct term costs in the term dictionary, about (a str key and an int).
 _TERM_BYTES = 100
+#: Up to this many rows, coverage sums every row's held weights in one ``bincount`` over the
+#: query stems' postings (:meth:`ImpactIndex.held_weight`); above it, per stem, only for the
+#: candidates. Alone, for 90 candidates (median µs, 300 SciFact queries x 3, per stem against
+#: dense): 93 / 41 at 8,396 rows, 107 / 53 at 25,661, 158 / 111 at 83,752, 380 / 1,431 at
+#: 838,040. A whole search, the two alternated in one process (p50 / p95 ms): 1.255 / 1.435
+#: against 1.222 / 1.404 at 8,396 rows, equal at 25,661, and 2.415 / 2.908 against 2.497 / 3.013
+#: at 83,752, where writing every row's sum costs the rest of the search more than it saves.
+DENSE_COVERAGE_ROWS = 32_768
 #: Instance rows read between checks for a shutdown.
 _POLL_ROWS = 1 << 16
 
@@ -118,23 +126,32 @@ class ImpactIndex:
         """For each passage, the sum of ``weights`` over the stems it holds (the coverage signal's
         numerator), added in the order of ``weights``; a passage not in this index holds none.
 
-        Whole arrays per stem (one binary search of its postings for every passage), not a
-        Python loop per passage: a search asks this of its ~90 fused candidates.
+        Up to :data:`DENSE_COVERAGE_ROWS` rows, every row's sum at once: one ``bincount`` over
+        the stems' postings, concatenated in the order of ``weights`` so that each row's weights
+        are added in that order. Above it, whole arrays per stem (one binary search of its
+        postings for every passage), as a search asks this of only its ~90 fused candidates.
+        Both give the same sums, bit for bit.
         """
         wanted = np.fromiter(passage_ids, dtype=np.int64)
         total = np.zeros(wanted.shape[0], dtype=np.float64)
         if wanted.shape[0] and self.rows:
             where = np.minimum(np.searchsorted(self.ids, wanted), self.rows - 1)
             present = self.ids[where] == wanted
-            for stem, weight in weights.items():
-                found = self._postings(stem)
-                if found is None:
-                    continue
-                positions = found[0]
-                at = positions.searchsorted(where)
-                at[at == positions.shape[0]] = positions.shape[0] - 1
-                # A stem not held adds 0.0, which leaves every sum as the held stems' alone.
-                total += np.where(present & (positions[at] == where), weight, 0.0)
+            held = [(found[0], w) for stem, w in weights.items() if (found := self._postings(stem)) is not None]
+            if self.rows <= DENSE_COVERAGE_ROWS:
+                if held:
+                    dense = np.bincount(
+                        np.concatenate([positions for positions, _ in held]),
+                        weights=np.repeat([weight for _, weight in held], [len(positions) for positions, _ in held]),
+                        minlength=self.rows,
+                    )
+                    total = np.where(present, dense[where], 0.0)
+            else:
+                for positions, weight in held:
+                    at = positions.searchsorted(where)
+                    at[at == positions.shape[0]] = positions.shape[0] - 1
+                    # A stem not held adds 0.0, which leaves every sum as the held stems' alone.
+                    total += np.where(present & (positions[at] == where), weight, 0.0)
         return dict(zip(wanted.tolist(), total.tolist(), strict=True))
 
 

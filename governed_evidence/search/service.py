@@ -40,7 +40,7 @@ from governed_evidence.search.limits import (
 )
 from governed_evidence.search.models import IndexStatus, ReadPassageResponse, SearchResponse, SourcesResponse
 from governed_evidence.search.plan import plan_query, searched_level, validate_query
-from governed_evidence.search.query_embedder import Embedded, QueryEmbedder
+from governed_evidence.search.query_embedder import CALLER_THREAD_ROWS, Embedded, QueryEmbedder
 from governed_evidence.search.ranking import CANDIDATES, Candidate, Ranking, assemble, gate_ranking, prefetch_rows
 from governed_evidence.search.rerank import Reranker, rerank_outcome
 from governed_evidence.search.results import search_response
@@ -126,14 +126,18 @@ class SearchService:
         impacts = self.impacts.get(generation, level, ImpactCopier())
         pending: Future[Embedded] | None = None
         matrix = None
+        # With the keyword side ranked from impact lists in memory, and few of them, the query is
+        # embedded on this thread when its vector is needed: a worker costs more than it overlaps.
+        embed_here = impacts is not None and impacts.rows <= CALLER_THREAD_ROWS
         if unavailable is None:
             matrix = self.vectors.get(generation, level, VectorCopier(meta.embedding_dimension))
-            # The query is embedded while the keyword side runs here. With the keyword side in
-            # FTS5 (C, the GIL released) the in-memory vectors are ranked on the worker too;
-            # with it in memory both rankings are short numpy work, run in turn on this thread:
-            # no slower, measured at 10k and 100k passages, and no contention for the GIL.
-            overlap = matrix if mode != "keyword" and impacts is None else None
-            pending = self.query_embedder.submit(text, overlap, depth)
+            # Otherwise the query is embedded while the keyword side runs here. With the keyword
+            # side in FTS5 (C, the GIL released) the in-memory vectors are ranked on the worker
+            # too; with it in memory both rankings are short numpy work, run in turn on this
+            # thread: no slower, measured at 10k and 100k passages, and no contention for the GIL.
+            if not embed_here:
+                overlap = matrix if mode != "keyword" and impacts is None else None
+                pending = self.query_embedder.submit(text, overlap, depth)
 
         plan = plan_query(conn, meta, level, text, impacts)
         if generation not in self._covering:
@@ -146,11 +150,13 @@ class SearchService:
         watch.mark("keyword")
         query_vector = None
         nearest: list[tuple[int, float]] | None = None
-        if pending is not None:
-            try:
+        try:
+            if pending is not None:
                 query_vector, nearest = pending.result()
-            except EmbedderError as exc:
-                unavailable = f"meaning search unavailable: {exc}"
+            elif unavailable is None:
+                query_vector = self.query_embedder.embed(text)
+        except EmbedderError as exc:
+            unavailable = f"meaning search unavailable: {exc}"
         watch.mark("embedding_wait")
         search_mode: SearchMode = mode
         mode_reason: str | None = None

@@ -12,6 +12,7 @@ import pytest
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.search import bm25, sql
+from governed_evidence.search import impacts as impacts_module
 from governed_evidence.search.held import HeldCopy, MemoryBudget
 from governed_evidence.search.impacts import ImpactCopier, ImpactIndex, load_impacts
 from governed_evidence.search.query import index_tokenizer, match_expression, query_tokens, token_stems
@@ -116,7 +117,15 @@ def _tokenised(conn: object, level: Classification, ids: list[int]) -> dict[int,
     return out
 
 
-def test_stems_held_equal_the_rows_tokenised(built_index: Path) -> None:
+#: held_weight's two ways: every row's sum at once (small indexes), or per stem for the ids asked.
+HELD_WAYS = pytest.mark.parametrize("dense_rows", [impacts_module.DENSE_COVERAGE_ROWS, 0], ids=["dense", "per-stem"])
+
+
+@HELD_WAYS
+def test_stems_held_equal_the_rows_tokenised(
+    built_index: Path, dense_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(impacts_module, "DENSE_COVERAGE_ROWS", dense_rows)
     conn = connect(built_index, readonly=True)
     level = Classification.RESTRICTED
     impacts = load_impacts(conn, level)
@@ -133,7 +142,11 @@ def test_stems_held_equal_the_rows_tokenised(built_index: Path) -> None:
             assert found == terms[pid] & set(stems), (query, pid)
 
 
-def test_held_weight_sums_the_weights_of_the_stems_each_row_holds(built_index: Path) -> None:
+@HELD_WAYS
+def test_held_weight_sums_the_weights_of_the_stems_each_row_holds(
+    built_index: Path, dense_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(impacts_module, "DENSE_COVERAGE_ROWS", dense_rows)
     conn = connect(built_index, readonly=True)
     level = Classification.RESTRICTED
     impacts = load_impacts(conn, level)

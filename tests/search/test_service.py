@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from governed_evidence.config import Classification
+from governed_evidence.embeddings.base import Vectors
 from governed_evidence.errors import (
     EmbedderError,
     IndexCorruptError,
@@ -17,6 +19,8 @@ from governed_evidence.errors import (
     NotFoundError,
 )
 from governed_evidence.ingest.pipeline import ingest_corpus
+from governed_evidence.search import query_embedder
+from governed_evidence.search import service as service_module
 from governed_evidence.search.reading import NOT_FOUND_MESSAGE
 from governed_evidence.search.service import SearchService
 from tests.helpers import HashEmbedder, write
@@ -288,3 +292,63 @@ def test_abstention_reason_reads_threshold_and_best_score_as_the_gate_compared_t
     printed = on.reason.rsplit("scored ", 1)[1]
     assert float(printed) == pytest.approx(best, abs=5e-5)
     assert float(printed) < 0.365
+
+
+class _ThreadRecordingEmbedder(HashEmbedder):
+    """Records the thread each embedding ran on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.threads.append(threading.current_thread().name)
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize(
+    ("memory", "caller_rows", "expected"),
+    [
+        # The keyword impact lists held, and few rows: embedded where the search runs.
+        (64 << 20, query_embedder.CALLER_THREAD_ROWS, "caller"),
+        # Held but more rows than the limit: on a worker, while the keyword side runs.
+        (64 << 20, 0, "worker"),
+        # No memory for the copies (the keyword side is FTS5's): on a worker.
+        (0, query_embedder.CALLER_THREAD_ROWS, "worker"),
+    ],
+)
+def test_query_embedded_on_the_caller_thread_only_when_the_keyword_side_is_short(
+    built_index: Path, memory: int, caller_rows: int, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queries = ["train fares", "annual leave staff", "hotel claim receipts"]
+    modes = ("hybrid", "keyword", "semantic")
+
+    def service(embedder: HashEmbedder) -> SearchService:
+        made = SearchService(
+            built_index,
+            ceiling=Classification.INTERNAL,
+            embedder_factory=lambda: embedder,
+            gate_enabled=False,
+            vector_memory_bytes=memory,
+        )
+        made.warm()
+        return made
+
+    # The answers as the shipped rule gives them, then with the rule set for this case.
+    reference = service(HashEmbedder())
+    want = [reference.search(q, limit=20, mode=m).model_dump() for q in queries for m in modes]  # type: ignore[arg-type]
+    reference.close()
+    monkeypatch.setattr(service_module, "CALLER_THREAD_ROWS", caller_rows)
+    embedder = _ThreadRecordingEmbedder()
+    svc = service(embedder)
+    assert (svc.impacts.copy is not None) == (memory > 0)
+    got = [svc.search(q, limit=20, mode=m).model_dump() for q in queries for m in modes]  # type: ignore[arg-type]
+    # Wherever the query is embedded, the answers are the same.
+    assert got == want
+    caller = threading.current_thread().name
+    assert len(embedder.threads) == 3 * len(queries)
+    if expected == "caller":
+        assert set(embedder.threads) == {caller}
+    else:
+        assert all(name.startswith("query-embed") for name in embedder.threads)
+    svc.close()
