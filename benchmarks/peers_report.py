@@ -105,13 +105,16 @@ def peers_section(peers: dict[str, Any]) -> list[str]:
         f"- **Interleaved.** {p.get('queries')} SciFact test queries x {p.get('passes')} passes, round-robin over "
         f"the systems in one process ({ORDERS.get(str(p.get('order')), ORDERS['rotated'])}), after "
         f"{p.get('warmup')} warm-up queries each. Every system fuses two top-{p.get('candidates')} lists and "
-        f"returns {p.get('limit')}.",
+        f"returns {p.get('limit')}. *Embedding the query itself* is timed in a rotation of its own beside "
+        "the search alone: the model's inference leaves whatever runs next on cold caches, and in the "
+        "systems' rotation slowed the peers more than the project.",
         f"- **Peers.** Plain RRF (k={p.get('rrf_k')}) of a BM25 list (tantivy `en_stem`; bm25s with English stop "
         "words and the Snowball stemmer) and numpy's exact dot product on one BLAS thread; LanceDB's own hybrid "
         "query (native full-text index with stemming, `RRFReranker`) over a flat (exact) vector scan or an "
         "IVF_HNSW_SQ index. LanceDB runs its own thread pools; the others search on one thread (the project "
         "ranks both sides from its in-memory copies, loaded before timing: the vector matrix and the keyword "
-        "impact lists; the query vector is handed over by its embedding thread).",
+        "impact lists; the query vector comes from the embedder's stub on the search's own thread up to "
+        "100,000 keyword rows, as the product embeds a query there, and from a worker thread above).",
         "- **Quality.** nDCG@10 and recall@100 rank 100 candidates a side; passages map to their SciFact "
         "abstract (an abstract counts at its first passage), judged by the test qrels of the abstracts the "
         "corpus holds at the ceiling (a query with none of its relevant abstracts there is left out; the notes "

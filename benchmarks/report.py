@@ -140,9 +140,15 @@ def _build_table(sizes: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {int(size):,} | {b['documents']:,} | {lv['public']:,} / {lv['internal']:,} / {lv['restricted']:,} "
             f"| {b['build_s']:.1f} s | {b['build_passages_per_s']:,.0f} | {b['db_bytes'] / 1e6:,.1f} MB "
-            f"| {b['db_bytes_per_passage']:,.0f} | {b.get('peak_rss_mb', 0):,.0f} MB |"
+            f"| {b['db_bytes_per_passage']:,.0f} | {_mb(b.get('peak_rss_mb'))} |"
         )
     return lines
+
+
+def _mb(value: float | None) -> str:
+    # An index built outside `benchmarks.run` (by hand, at a size reused later) has no peak
+    # recorded: a dash, not a zero.
+    return "-" if value is None else f"{value:,.0f} MB"
 
 
 def _ingest_rows(name: str, run: dict[str, Any], rss: float) -> list[str]:

@@ -67,7 +67,10 @@ def served_date(value: object) -> date | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a search builds one per served passage, and a frozen dataclass's __init__ of
+# these nineteen fields costs 2.1 µs against 0.2 (from_row, with its positional call, 3.8 to
+# 1.0 µs a row); nothing assigns to one after from_row.
+@dataclass(slots=True)
 class Passage:
     id: int
     citation_id: str
@@ -93,26 +96,27 @@ class Passage:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...] | Any) -> Passage:
+        # Positional, in field order (a keyword call costs a third more here).
         return cls(
-            id=int(row[0]),
-            citation_id=str(row[1]),
-            document=str(row[2]),
-            title=str(row[3]),
-            heading=str(row[4]),
-            line_start=row[5],
-            line_end=row[6],
-            page_start=row[7],
-            page_end=row[8],
-            classification=int(row[9]),
-            text=str(row[10]),
-            ordinal=int(row[11]),
-            document_id=int(row[12]),
-            superseded_by=row[13],
-            search_text=str(row[14]),
-            status=served_status(row[15]),
-            owner=row[16],
-            review_by=served_date(row[17]),
-            effective=served_date(row[18]),
+            int(row[0]),  # id
+            str(row[1]),  # citation_id
+            str(row[2]),  # document
+            str(row[3]),  # title
+            str(row[4]),  # heading
+            row[5],  # line_start
+            row[6],  # line_end
+            row[7],  # page_start
+            row[8],  # page_end
+            int(row[9]),  # classification
+            str(row[10]),  # text
+            int(row[11]),  # ordinal
+            int(row[12]),  # document_id
+            row[13],  # superseded_by
+            str(row[14]),  # search_text
+            served_status(row[15]),
+            row[16],  # owner
+            served_date(row[17]),  # review_by
+            served_date(row[18]),  # effective
         )
 
     @property

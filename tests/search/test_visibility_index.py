@@ -67,3 +67,21 @@ def test_a_file_built_before_the_index_is_served_the_same(
             assert got == new.search(query, limit=20, confidence_level="normal").model_dump()
         new.reader.close()
         old.reader.close()
+
+
+def test_the_check_answers_the_same_for_every_count_around_its_padding(built_index: Path) -> None:
+    """The id list is padded to a multiple of VISIBILITY_BATCH with a repeated id: for every
+    count from one to past two batches the answer is exactly the ids visible at the level."""
+    conn = connect(built_index, readonly=True)
+    rows = conn.execute("SELECT id, document_id, classification, searchable FROM passages ORDER BY id").fetchall()
+    level = Classification.INTERNAL
+    visible = {int(pid): int(doc) for pid, doc, cls, searchable in rows if cls <= level and searchable == 1}
+    # Every passage id, and ids that do not exist, so the larger counts cross two batches.
+    pool = [int(r[0]) for r in rows] + [10_000 + i for i in range(3 * sql.VISIBILITY_BATCH)]
+    assert len(visible) < len(rows)  # some passage is above the level: the check is not vacuous
+    for count in range(1, 2 * sql.VISIBILITY_BATCH + 2):
+        ids = set(pool[:count])
+        expected = {pid: doc for pid, doc in visible.items() if pid in ids}
+        assert sql.passage_documents(conn, level, ids, covering=True) == expected, count
+        assert sql.passage_documents(conn, level, ids, covering=False) == expected, count
+    conn.close()
