@@ -120,7 +120,8 @@ class ImpactIndex:
             matched = matched[np.argpartition(-scores[matched], depth - 1)[:depth]]
         # lexsort: last key is primary; the passage id breaks ties, so the order is deterministic.
         order = matched[np.lexsort((self.ids[matched], -scores[matched]))]
-        return [int(pid) for pid in self.ids[order]]
+        ranked: list[int] = self.ids[order].tolist()
+        return ranked
 
     def held_weight(self, weights: Mapping[str, float], passage_ids: Iterable[int]) -> dict[int, float]:
         """For each passage, the sum of ``weights`` over the stems it holds (the coverage signal's
