@@ -71,6 +71,37 @@ def test_sign_code_prefilter_is_exact_when_rescoring_everything(monkeypatch: pyt
         assert coded.knn(query, 10) == exact.knn(query, 10)
 
 
+@pytest.mark.parametrize("block", [None, vectors.HAMMING_BLOCK, 1000, 999, 128])
+def test_the_hamming_scan_in_blocks_picks_what_the_whole_scan_picks(
+    monkeypatch: pytest.MonkeyPatch, block: int | None
+) -> None:
+    """Above WHOLE_SCAN_ROWS the scan runs a block of rows at a time: whole or with any block size
+    it picks exactly the rows a direct scan picks (every row under the cut-off, then the first
+    rows at it)."""
+    rng = np.random.default_rng(5)
+    rows = _clustered(rng, 4_000, 128)
+    matrix = VectorMatrix(
+        Classification.PUBLIC, np.arange(1, 4_001, dtype=np.int64), rows, codes=vectors.sign_codes(rows)
+    )
+    assert matrix.codes is not None
+    if block is not None:  # None: the 4,000 rows scanned whole, as any matrix up to WHOLE_SCAN_ROWS
+        monkeypatch.setattr(vectors, "WHOLE_SCAN_ROWS", 0)
+        monkeypatch.setattr(vectors, "HAMMING_BLOCK", block)
+    for i in range(20):
+        query_code = vectors.sign_codes(
+            rows[i * 131 : i * 131 + 1] + 0.5 * rng.standard_normal((1, 128)).astype(np.float32)
+        )[:, 0]
+        words = matrix.codes.shape[0]
+        distance = sum(np.bitwise_count(matrix.codes[w] ^ query_code[w]).astype(np.int64) for w in range(words))
+        for wanted in (1, 37, 500, 3_999, 4_000, 5_000):
+            # Stable: ties at the cut-off are taken in row order, as the scan takes them (and
+            # every row when more are wanted than there are).
+            expected = np.sort(np.argsort(distance, kind="stable")[:wanted])
+            got = matrix._nearest_codes(query_code, wanted)
+            assert np.array_equal(np.sort(got), expected), (block, i, wanted)
+            assert len(got) == min(wanted, 4_000)
+
+
 def test_sign_code_prefilter_recall_and_exact_distances(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clustered vectors: the Hamming step keeps most true neighbours, and the distances are exact.
 
