@@ -42,6 +42,7 @@ __all__ = [
     "PROJECTED_RESCORE_MIN",
     "PROJECTED_RESCORE_PER_K",
     "PROJECTED_ROWS",
+    "RESCORE_BLOCK",
     "RESCORE_FRACTION",
     "RESCORE_MIN",
     "WHOLE_SCAN_ROWS",
@@ -77,6 +78,10 @@ HAMMING_BLOCK = 32_768
 #: Up to this many rows the codes are scanned whole, as before blocks: at 83,752 rows blocks
 #: cost 0.04 ms of a search's 1.3 ms vector stage (in one process, alternated).
 WHOLE_SCAN_ROWS = 131_072
+#: Rows the sign-code path gathers and rescores at a time (:func:`_rescored`): at 83,752 rows
+#: (2,000 rescored) 0.50 to 0.36 ms p50, at 838,040 (8,380) 3.28 to 1.86, the same scores to
+#: the bit for every query; blocks of 256 or 768 rows were no faster.
+RESCORE_BLOCK = 512
 
 
 #: From this many rows (up to EXACT_ROWS) candidates are picked by a product over the
@@ -192,7 +197,7 @@ class VectorMatrix:
             scores = self.matrix[rows] @ unit
         elif self.codes is not None:
             rows = self._nearest_codes(_signs(unit), rescore_count(self.rows, k))
-            scores = self.matrix[rows] @ unit
+            scores = _rescored(self.matrix, rows, unit)
         else:
             rows = np.arange(self.rows)
             scores = every = self.matrix @ unit
@@ -253,6 +258,24 @@ def _signs(matrix: np.ndarray) -> np.ndarray:
     if pad:
         bits = np.concatenate((bits, np.zeros((*bits.shape[:-1], pad), dtype=np.uint8)), axis=-1)
     return np.ascontiguousarray(bits).view(np.uint64)
+
+
+def _rescored(matrix: np.ndarray, rows: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """The exact similarity of ``rows`` (positions) to ``unit``, gathered and multiplied
+    :data:`RESCORE_BLOCK` rows at a time: each block's copy stays in the core's cache instead of
+    the whole gather going out to memory and back. Each row's product is the same dot product
+    whatever the block (a test compares every block size against the whole gather)."""
+    count = rows.shape[0]
+    scores = np.empty(count, dtype=np.float32)
+    # Blocks start at multiples of RESCORE_BLOCK, so each row sits where it sat in the whole
+    # product's row groups; a last block of one row joins the block before it (a product over a
+    # single row takes another path, whose last bit can differ).
+    starts = list(range(0, count, RESCORE_BLOCK))
+    if len(starts) > 1 and count - starts[-1] == 1:
+        starts.pop()
+    for start, stop in zip(starts, [*starts[1:], count], strict=True):
+        scores[start:stop] = matrix[rows[start:stop]] @ unit
+    return scores
 
 
 def _blocked_distances(codes: np.ndarray, query_code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import apsw
@@ -100,6 +103,46 @@ def test_the_hamming_scan_in_blocks_picks_what_the_whole_scan_picks(
             got = matrix._nearest_codes(query_code, wanted)
             assert np.array_equal(np.sort(got), expected), (block, i, wanted)
             assert len(got) == min(wanted, 4_000)
+
+
+_RESCORE_PROBE = """
+import numpy as np
+from governed_evidence.search import vectors
+rng = np.random.default_rng(3)
+rows = rng.standard_normal((1_600, 384)).astype(np.float32)
+rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+compared = differing = 0
+for count in range(1, 1_601):
+    picked = np.sort(rng.choice(1_600, count, replace=False))
+    unit = rows[int(picked[0])] + 0.2 * rng.standard_normal(384).astype(np.float32)
+    unit /= np.linalg.norm(unit)
+    got = vectors._rescored(rows, picked, unit)
+    assert got.dtype == np.float32 and got.shape == (count,)
+    compared += count
+    differing += int(np.count_nonzero(got != rows[picked] @ unit))
+print(vectors.RESCORE_BLOCK, compared, differing)
+"""
+
+
+def test_rescoring_in_blocks_gives_every_row_the_whole_gathers_score() -> None:
+    """The sign-code path rescores its rows a block at a time: on one BLAS thread, as every
+    command runs numpy, each row's similarity is the one the whole gather's product gives, to
+    the bit, for every count of rows from 1 to 1,600 (one to four blocks, a last block of one
+    row among them). On more threads the whole product's own last bits change with how
+    OpenBLAS splits its rows. In a fresh process: the thread count is fixed when numpy loads."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run(
+        [sys.executable, "-c", _RESCORE_PROBE],
+        env={**env, "OPENBLAS_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    block, compared, differing = (int(x) for x in done.stdout.split())
+    assert block < 1_600 // 3  # the counts span several blocks
+    assert compared == 1_600 * 1_601 // 2
+    assert differing == 0
 
 
 def test_sign_code_prefilter_recall_and_exact_distances(monkeypatch: pytest.MonkeyPatch) -> None:
