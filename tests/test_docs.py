@@ -140,3 +140,14 @@ def test_the_licence_is_apache_2_and_pyproject_agrees() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     declared = project["license"]
     assert (declared.get("text") if isinstance(declared, dict) else declared) == "Apache-2.0"
+
+
+def test_the_performance_findings_are_the_kept_file() -> None:
+    """docs/performance.md is generated; its findings section is copied from
+    benchmarks/findings.md. An edit made to the generated file alone is lost at the next run."""
+    generated = (DOCS / "performance.md").read_text(encoding="utf-8")
+    kept = (REPO / "benchmarks" / "findings.md").read_text(encoding="utf-8").rstrip()
+    heading = kept.splitlines()[0]
+    assert heading.startswith("## ")
+    assert generated.count(heading) == 1
+    assert generated[generated.index(heading) :].rstrip() == kept
