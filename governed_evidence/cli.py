@@ -7,7 +7,6 @@ rely on one contract. Human output goes to stdout; logs go to stderr.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -18,9 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# _threads first: it settles BLAS threads before anything below loads numpy; _type_checks
-# before any tool is called (see their docstrings).
-from governed_evidence import _threads, _type_checks, __version__, composition  # noqa: F401  # isort: skip
+# _threads first: it settles BLAS threads before anything below loads numpy (see its docstring).
+from governed_evidence import _threads, __version__, composition  # noqa: F401  # isort: skip
 from governed_evidence.config import Classification, Settings, parse_level
 from governed_evidence.errors import ConfigError, GovernedEvidenceError, IndexUnavailableError, InvalidRequestError
 from governed_evidence.logging import configure_logging, get_logger
@@ -337,11 +335,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     # and the client initialises, and the first search does not wait for it.
     model = BackgroundEmbedder(settings)
     levels: LevelServices | None = None
-    # fastmcp keeps per-session state in py-key-value, imported on the first request, which
-    # by default wraps its whole package in beartype's runtime type checks: generating those
-    # costs the first answer about 60 ms. The server only uses its in-memory store, through
-    # fastmcp; py-key-value's own switch turns the checks off (an operator may still set it).
-    os.environ.setdefault("PY_KEY_VALUE_DISABLE_BEARTYPE", "true")
     audit = None
     try:
         from governed_evidence._heap import freeze_startup_heap
@@ -362,7 +355,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             levels = _stdio_levels(args, settings, model)
             calls = Calls(levels, anonymous=stdio_caller(ceiling), audit=audit)
             app = build_app(calls, statistics)
-            _import_session_state()
             freeze_startup_heap()
             app.run(transport="stdio", show_banner=False)
             return 0
@@ -381,7 +373,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         _warn_if_index_writable(db)
         calls = Calls(levels, anonymous=anonymous, audit=audit, transport="http")
         app = build_app(calls, statistics, auth=auth)
-        _import_session_state()
         freeze_startup_heap()
         run_http(app, options)
     finally:
@@ -398,16 +389,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         # Spans still queued are sent now (bounded by the exporter's timeout).
         shutdown_tracing()
     return 0
-
-
-def _import_session_state() -> None:
-    """Import now what fastmcp imports on the first request: every tool call reads the session's
-    visibility rules from its state store, py-key-value's in-memory store, whose package
-    imports beartype (0.1 s). Imported here, with the collector paused and before the heap is
-    frozen, the first search does not wait for it."""
-    with contextlib.suppress(ImportError):
-        import key_value.aio.adapters.pydantic
-        import key_value.aio.stores.memory  # noqa: F401
 
 
 def _warn_if_index_writable(db: Path) -> None:

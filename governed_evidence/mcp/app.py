@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
+from fastmcp.server.server import StateValue
 from mcp.types import ToolAnnotations
 
 from governed_evidence import __version__
@@ -20,6 +21,7 @@ from governed_evidence.mcp.errors import ErrorForm
 from governed_evidence.mcp.prompt import EVIDENCE_BRIEF
 from governed_evidence.mcp.registration import prompt, tool
 from governed_evidence.mcp.schemas import CitationId, Confidence, Context, Limit, Mode, Query
+from governed_evidence.mcp.state import SessionState
 from governed_evidence.mcp.status import ServerStatus, combined_status
 from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.limits import CONFIDENCE_LEVELS, DEFAULT_LIMIT, SEARCH_MODES
@@ -112,6 +114,18 @@ def error_contract() -> dict[str, Any]:
     }
 
 
+class _App(FastMCP):
+    """FastMCP with its per-session state in a dict (governed_evidence/mcp/state.py says why)."""
+
+    _session_state: SessionState[StateValue] | None = None
+
+    @property
+    def _state_store(self) -> SessionState[StateValue]:  # type: ignore[override]  # the calls FastMCP makes
+        if self._session_state is None:
+            self._session_state = SessionState(StateValue)
+        return self._session_state
+
+
 def build_app(
     documents: SearchService | Calls,
     statistics: Statistics | None = None,
@@ -121,9 +135,7 @@ def build_app(
     """The MCP app over one search service (stdio) or per-caller services (``Calls``, HTTP)."""
     calls = documents if isinstance(documents, Calls) else _stdio_calls(documents)
     instructions = _INSTRUCTIONS + (_STATISTICS_INSTRUCTIONS if statistics is not None else "")
-    app = FastMCP(
-        "governed-evidence", instructions=instructions, version=__version__, mask_error_details=True, auth=auth
-    )
+    app = _App("governed-evidence", instructions=instructions, version=__version__, mask_error_details=True, auth=auth)
     app.add_middleware(ErrorForm())
 
     @tool(app, _READ_ONLY)
