@@ -55,6 +55,16 @@ class HashEmbedder:
         return out
 
 
+class Clock:
+    """A clock a test moves by hand (``clock.now += 60``)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def write(root: Path, rel: str, content: str) -> Path:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,16 +12,9 @@ from pathlib import Path
 import pytest
 
 from governed_evidence.ingest.progress import LINE_INTERVAL_S, IngestProgress
+from tests.helpers import Clock
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_off_a_terminal_a_line_every_few_seconds_and_one_at_the_end() -> None:

@@ -18,14 +18,7 @@ from governed_evidence.mcp import build_app
 from governed_evidence.mcp.app import _App
 from governed_evidence.mcp.state import SessionState
 from governed_evidence.search.service import SearchService
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers import Clock
 
 
 def test_values_are_copied_in_and_out() -> None:
