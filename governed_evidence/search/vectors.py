@@ -214,18 +214,11 @@ class VectorMatrix:
         assert self.codes is not None
         # Codes are stored word-major (one contiguous array per 64-bit word): XOR and popcount
         # then stream through memory, several times faster than row-major on the same data.
-        counts: np.ndarray | None = None
-        if self.rows <= WHOLE_SCAN_ROWS:
-            distance = np.bitwise_count(self.codes[0] ^ query_code[0]).astype(np.uint16)
-            for word in range(1, self.codes.shape[0]):
-                distance += np.bitwise_count(self.codes[word] ^ query_code[word])
-        else:
-            distance, counts = _blocked_distances(self.codes, query_code)
+        block = self.rows if self.rows <= WHOLE_SCAN_ROWS else HAMMING_BLOCK
+        distance, counts = _blocked_distances(self.codes, query_code, block)
         if wanted >= self.rows:
             return np.arange(self.rows)
-        # Distances are small integers: a histogram finds the cut-off without sorting.
-        if counts is None:
-            counts = np.bincount(distance)
+        # Distances are small integers: their histogram finds the cut-off without sorting.
         cutoff = int(np.searchsorted(np.cumsum(counts), wanted))
         below = np.flatnonzero(distance < cutoff)
         at = np.flatnonzero(distance == cutoff)[: wanted - below.shape[0]]
@@ -278,20 +271,21 @@ def _rescored(matrix: np.ndarray, rows: np.ndarray, unit: np.ndarray) -> np.ndar
     return scores
 
 
-def _blocked_distances(codes: np.ndarray, query_code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every row's Hamming distance to ``query_code`` and their histogram, a block of
-    :data:`HAMMING_BLOCK` rows at a time: each word's temporaries stay in the core's cache
-    while the block's distances and histogram are summed."""
+def _blocked_distances(codes: np.ndarray, query_code: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's Hamming distance to ``query_code`` and their histogram, ``block`` rows at a
+    time (every row at once up to :data:`WHOLE_SCAN_ROWS`, else :data:`HAMMING_BLOCK`): each
+    word's temporaries stay in the core's cache while the block's distances and histogram are
+    summed."""
     words, rows = codes.shape
     distance = np.empty(rows, dtype=np.uint16)
     counts = np.zeros(words * 64 + 1, dtype=np.int64)
-    for start in range(0, rows, HAMMING_BLOCK):
-        stop = min(start + HAMMING_BLOCK, rows)
-        block = distance[start:stop]
-        block[:] = np.bitwise_count(codes[0, start:stop] ^ query_code[0])
+    for start in range(0, rows, block):
+        stop = min(start + block, rows)
+        part = distance[start:stop]
+        part[:] = np.bitwise_count(codes[0, start:stop] ^ query_code[0])
         for word in range(1, words):
-            block += np.bitwise_count(codes[word, start:stop] ^ query_code[word])
-        counts += np.bincount(block, minlength=counts.shape[0])
+            part += np.bitwise_count(codes[word, start:stop] ^ query_code[word])
+        counts += np.bincount(part, minlength=counts.shape[0])
     return distance, counts
 
 
