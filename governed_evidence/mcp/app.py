@@ -8,6 +8,7 @@ start-up); the tools and their schemas are the same either way.
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
@@ -117,13 +118,9 @@ def error_contract() -> dict[str, Any]:
 class _App(FastMCP):
     """FastMCP with its per-session state in a dict (governed_evidence/mcp/state.py says why)."""
 
-    _session_state: SessionState[StateValue] | None = None
-
-    @property
+    @cached_property
     def _state_store(self) -> SessionState[StateValue]:  # type: ignore[override]  # the calls FastMCP makes
-        if self._session_state is None:
-            self._session_state = SessionState(StateValue)
-        return self._session_state
+        return SessionState(StateValue)
 
 
 def build_app(

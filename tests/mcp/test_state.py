@@ -135,7 +135,7 @@ def _session_behaviour(app: FastMCP) -> dict[str, Any]:
     return asyncio.run(body())
 
 
-def test_the_app_behaves_as_fastmcp_with_its_own_store(tmp_path: Path) -> None:
+def test_the_app_behaves_as_fastmcp_with_its_own_store() -> None:
     ours = _App("governed-evidence")
     assert isinstance(ours._state_store, SessionState)
     theirs = FastMCP("governed-evidence")
