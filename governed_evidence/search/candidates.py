@@ -1,7 +1,8 @@
 """The passages a query has touched so far: first what ranking needs, then the rows served.
 
 Both rankings and the re-scoring ask for passages by id. Each id is checked once per query
-against the caller's ceiling (a second check beside the one inside the rankings) and read as
+against the caller's ceiling (a second check beside the one inside the rankings: from the
+level's visible set held in memory, :mod:`visible_rows`, else in SQL) and read as
 a :class:`PassageHead`, its id and document id: all that fusion, the gate and documents-first
 need (a document's path is read when first asked for, every head's at once). Whole rows, with
 their text, are read only for what is served (:meth:`RowCache.prefetch` after the gate), or
@@ -23,6 +24,7 @@ from governed_evidence.search import bm25, sql
 from governed_evidence.search.bm25 import RowTerms
 from governed_evidence.search.query import index_tokenizer
 from governed_evidence.search.rows import Passage
+from governed_evidence.search.visible_rows import VisibleRows
 
 __all__ = ["PassageHead", "RowCache"]
 
@@ -47,11 +49,20 @@ class PassageHead:
 
 
 class RowCache:
-    def __init__(self, conn: apsw.Connection, level: Classification, *, covering: bool = False) -> None:
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        level: Classification,
+        *,
+        covering: bool = False,
+        held: VisibleRows | None = None,
+    ) -> None:
         self._conn = conn
         self._level = level
         #: Whether the ceiling check may read the covering index (:func:`sql.has_visibility_index`).
         self._covering = covering
+        #: The level's visible passages read once for this file (:mod:`visible_rows`); None: ask SQL.
+        self._held = held if held is not None and held.level == level else None
         #: Every id found visible so far (at or below the level, searchable), with its document id.
         #: Plain numbers, not heads: a head points at its cache, and a cache holding its heads
         #: made every search's cache, heads and rows a reference cycle, about 100 objects left
@@ -67,7 +78,10 @@ class RowCache:
     def fetch(self, ids: Iterable[int]) -> None:
         """Check the ids not checked yet; ids above the ceiling are simply not found."""
         missing = {p for p in ids if p not in self.visible}
-        self.visible.update(sql.passage_documents(self._conn, self._level, missing, covering=self._covering))
+        if self._held is not None:
+            self.visible.update(self._held.documents(missing))
+        else:
+            self.visible.update(sql.passage_documents(self._conn, self._level, missing, covering=self._covering))
 
     def document_path(self, document_id: int) -> str:
         """The path of a head's document; the first call reads the path of every visible passage's

@@ -46,6 +46,7 @@ from governed_evidence.search.rerank import Reranker, rerank_outcome
 from governed_evidence.search.results import search_response
 from governed_evidence.search.stages import Stopwatch
 from governed_evidence.search.vectors import HeldVectors, MemoryBudget, VectorCopier
+from governed_evidence.search.visible_rows import VisibleRows, VisibleRowsCopier
 from governed_evidence.store.connection import IndexReader
 from governed_evidence.store.lifecycle import Clock, utc_today
 
@@ -84,14 +85,16 @@ class SearchService:
         )
         self.vectors = HeldVectors(self.reader, budget, ceiling)
         self.impacts: HeldCopy[ImpactIndex] = HeldCopy(self.reader, budget, ceiling)
+        #: The ceiling check's answer for the level (the smallest copy, 16 bytes a passage).
+        self.visible_rows: HeldCopy[VisibleRows] = HeldCopy(self.reader, budget, ceiling)
         self._keyword = KeywordRanker()
         self._integrity: dict[tuple[int, int], str] = {}
         #: Whether each index file generation has the ceiling check's covering index.
         self._covering: dict[tuple[int, int], bool] = {}
 
     def warm(self) -> None:
-        """Load the query embedder, the in-memory vectors and the keyword impact lists now
-        (serving calls it at start, in the background)."""
+        """Load the query embedder, the in-memory vectors, the keyword impact lists and the
+        visible rows now (serving calls it at start, in the background)."""
         self.query_embedder.get()
         try:
             generation, conn, meta = self.reader.snapshot()
@@ -102,6 +105,7 @@ class SearchService:
             if self.query_embedder.unavailable(meta) is None:
                 self.vectors.load(generation, conn, level, VectorCopier(meta.embedding_dimension))
             self.impacts.load(generation, conn, level, ImpactCopier())
+            self.visible_rows.load(generation, conn, level, VisibleRowsCopier())
         finally:
             # This thread's connection is not needed again.
             self.reader.close()
@@ -110,6 +114,7 @@ class SearchService:
         """Stop any copy in progress (the process is shutting down)."""
         self.vectors.close()
         self.impacts.close()
+        self.visible_rows.close()
 
     # -- search ---------------------------------------------------------------------
 
@@ -142,7 +147,8 @@ class SearchService:
         plan = plan_query(conn, meta, level, text, impacts)
         if generation not in self._covering:
             self._covering = {generation: sql.has_visibility_index(conn)}
-        cache = RowCache(conn, level, covering=self._covering[generation])
+        held = self.visible_rows.get(generation, level, VisibleRowsCopier())
+        cache = RowCache(conn, level, covering=self._covering[generation], held=held)
         watch.mark("plan")
         keyword_ids: list[int] = []
         if mode in ("hybrid", "keyword") and plan.tokens:

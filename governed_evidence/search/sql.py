@@ -18,6 +18,7 @@ __all__ = [
     "VISIBILITY_BATCH",
     "VISIBILITY_INDEX",
     "cosine_distances",
+    "count_searchable",
     "document_frequencies",
     "document_paths",
     "documents",
@@ -99,6 +100,14 @@ def has_visibility_index(conn: apsw.Connection) -> bool:
     """Whether the file has :data:`VISIBILITY_INDEX` (an index built before it is served without)."""
     found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (VISIBILITY_INDEX,))
     return found.fetchone() is not None
+
+
+def count_searchable(conn: apsw.Connection, level: Classification) -> int:
+    """Searchable passages at or below ``level``."""
+    row = conn.execute(
+        "SELECT count(*) FROM passages WHERE classification <= ? AND searchable = 1", (int(level),)
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def passage_documents(

@@ -33,6 +33,7 @@ import numpy as np
 
 from governed_evidence.config import Classification
 from governed_evidence.search.held import HeldCopy, MemoryBudget
+from governed_evidence.search.sql import count_searchable
 
 __all__ = [
     "EXACT_ROWS",
@@ -51,7 +52,6 @@ __all__ = [
     "Projection",
     "VectorCopier",
     "VectorMatrix",
-    "count_searchable",
     "load_matrix",
     "matrix_bytes",
     "principal_basis",
@@ -292,13 +292,6 @@ def _blocked_distances(codes: np.ndarray, query_code: np.ndarray, block: int) ->
 def sign_codes(matrix: np.ndarray) -> np.ndarray:
     """Word-major sign codes of a (rows, dimension) matrix: shape (words, rows)."""
     return np.ascontiguousarray(_signs(matrix).T)
-
-
-def count_searchable(conn: apsw.Connection, level: Classification) -> int:
-    row = conn.execute(
-        "SELECT count(*) FROM passages WHERE classification <= ? AND searchable = 1", (int(level),)
-    ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def _code_words(dimension: int) -> int:

@@ -85,7 +85,8 @@ class Case:
     services: list[SearchService] = field(default_factory=list)
 
     def service(self, db: Path, ceiling: Classification, *, gate: bool = False, held: bool = False) -> SearchService:
-        """A service on ``db``; ``held``: with its in-memory copies (vectors, keyword impact lists) loaded."""
+        """A service on ``db``; ``held``: with its in-memory copies (vectors, keyword impact lists,
+        the ceiling check's visible rows) loaded."""
         svc = SearchService(
             db,
             ceiling=ceiling,
@@ -96,6 +97,7 @@ class Case:
         if held:
             svc.warm()
             assert svc.impacts.copy is not None and svc.vectors.matrix is not None
+            assert svc.visible_rows.copy is not None
         self.services.append(svc)
         return svc
 
@@ -389,8 +391,9 @@ def _search_probes_held(case: Case, ceiling: Classification) -> Tally:
 def test_search_probes_with_the_in_memory_copies_leak_nothing(
     hash_cases: dict[str, Case], captured_logs: LogCapture
 ) -> None:
-    """The same probes ranked from the vector matrix and the keyword impact lists (as `serve`
-    does once they are loaded): nothing above the ceiling, answers equal to the reference
+    """The same probes ranked from the vector matrix and the keyword impact lists, and checked
+    against the visible rows held in memory (as `serve` does once they are loaded): nothing
+    above the ceiling, answers equal to the reference
     index's and to those served from the index file itself."""
     case = hash_cases["sample"]
     with ThreadPoolExecutor(max_workers=len(CEILINGS)) as pool:

@@ -7,7 +7,9 @@ from pathlib import Path
 from governed_evidence.config import Classification
 from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.service import SearchService
-from governed_evidence.search.vectors import MemoryBudget, count_searchable, matrix_bytes
+from governed_evidence.search.sql import count_searchable
+from governed_evidence.search.vectors import MemoryBudget, matrix_bytes
+from governed_evidence.search.visible_rows import ROW_BYTES
 from governed_evidence.store.connection import connect
 from tests.helpers import HashEmbedder
 
@@ -21,9 +23,11 @@ def _levels(db: Path, budget: MemoryBudget) -> LevelServices:
 
 
 def _needed(db: Path, level: Classification) -> int:
+    """The level's vectors and its visible rows (the impact lists of this index do not fit the budgets here)."""
     conn = connect(db, readonly=True)
     try:
-        return matrix_bytes(count_searchable(conn, level), HashEmbedder().identity.dimension)
+        rows = count_searchable(conn, level)
+        return matrix_bytes(rows, HashEmbedder().identity.dimension) + ROW_BYTES * rows
     finally:
         conn.close()
 
