@@ -656,7 +656,8 @@ def main(argv: list[str] | None = None) -> None:
     if previous:
         # A run of some sizes keeps the other sizes of the stored result.
         for size, entry in previous["sizes"].items():
-            results["sizes"].setdefault(size, {**entry, "from_run_started_at": previous.get("started_at")})
+            first = entry.get("from_run_started_at") or previous.get("started_at")
+            results["sizes"].setdefault(size, {**entry, "from_run_started_at": first})
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     section = peers_section(results)

@@ -151,7 +151,9 @@ def peers_section(peers: dict[str, Any]) -> list[str]:
             f"{entry.get('abstracts', 0):,} abstracts; {entry.get('queries_judged', 0)} queries judged; vectors: "
             f"{entry.get('vectors')}): best peer **{systems[best]['label'] if best else '-'}**; project p95 / "
             f"best peer p95 = **{entry.get('ratio_to_best_peer_p95')}x**"
-            + (f"; query embedding p50 / p95 {embed['p50']:.1f} / {embed['p95']:.1f} ms." if embed else ".")
+            + (f"; query embedding p50 / p95 {embed['p50']:.1f} / {embed['p95']:.1f} ms" if embed else "")
+            # A size this run did not measure is carried over: its own run is named.
+            + (f" (from the run started {entry['from_run_started_at']})." if entry.get("from_run_started_at") else ".")
         )
         notes += [f"- {int(size):,} passages: {n}" for n in entry.get("notes", [])]
     lines += ["", *notes, END]

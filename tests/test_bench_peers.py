@@ -154,6 +154,19 @@ def test_the_section_is_replaced_between_its_markers() -> None:
     assert replace_section("# Performance\n", section).endswith(END + "\n")
 
 
+def test_a_size_carried_over_from_an_earlier_run_names_that_run() -> None:
+    carried = {"systems": _systems(), "ratio_to_best_peer_p95": 5.0, "from_run_started_at": "2026-12-05T08:06:37Z"}
+    peers = {
+        "protocol": {},
+        "sizes": {"10000": {"systems": _systems(), "ratio_to_best_peer_p95": 5.0}, "100000": carried},
+    }
+    notes = [line for line in peers_section(peers) if line.startswith("- 1")]
+    assert notes[0].startswith("- 10,000 passages") and "from the run started" not in notes[0]
+    assert notes[1].startswith("- 100,000 passages") and notes[1].endswith(
+        "(from the run started 2026-12-05T08:06:37Z)."
+    )
+
+
 def test_the_glue_peers_rank_a_tiny_corpus(tmp_path: Path) -> None:
     missing = [m for m in PEER_MODULES if importlib.util.find_spec(m) is None]
     if missing:
