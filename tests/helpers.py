@@ -9,10 +9,12 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
+import apsw
 import numpy as np
 
 from governed_evidence.embeddings.base import ModelIdentity, Vectors
@@ -63,6 +65,22 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@contextmanager
+def statements_run(conn: apsw.Connection) -> Iterator[list[str]]:
+    """Every SQL statement ``conn`` runs inside the block, in order."""
+    statements: list[str] = []
+
+    def trace(_cursor: object, statement: str, _bindings: object) -> bool:
+        statements.append(statement)
+        return True
+
+    conn.exec_trace = trace
+    try:
+        yield statements
+    finally:
+        conn.exec_trace = None
 
 
 def write(root: Path, rel: str, content: str) -> Path:

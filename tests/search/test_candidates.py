@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import random
 from pathlib import Path
-from typing import Any
 
 import apsw
 
@@ -16,7 +15,7 @@ from governed_evidence.search.diversity import documents_first
 from governed_evidence.search.rows import label, served_status
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
-from tests.helpers import HashEmbedder
+from tests.helpers import HashEmbedder, statements_run
 
 
 def _all_passages(conn: apsw.Connection) -> list[tuple[int, int, int, int]]:
@@ -47,21 +46,14 @@ def test_heads_are_the_visible_passages_with_their_document(built_index: Path) -
 
 def test_every_head_s_path_is_read_in_one_statement_on_first_need(built_index: Path) -> None:
     conn = connect(built_index, readonly=True)
-    statements: list[str] = []
-
-    def trace(_cursor: Any, statement: str, _bindings: Any) -> bool:
-        statements.append(statement)
-        return True
-
     cache = RowCache(conn, Classification.RESTRICTED, covering=True)
     cache.fetch(pid for pid, *_ in _all_passages(conn))
-    conn.exec_trace = trace
-    heads = list(_heads(cache).values())
-    assert len({h.document_id for h in heads}) > 1
-    paths = [h.document for h in heads]
+    with statements_run(conn) as statements:
+        heads = list(_heads(cache).values())
+        assert len({h.document_id for h in heads}) > 1
+        paths = [h.document for h in heads]
     assert len(statements) == 1 and "FROM documents" in statements[0]
     assert len(set(paths)) == len({h.document_id for h in heads})  # one path a document
-    conn.exec_trace = None
     conn.close()
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
-from typing import Any
 
 import apsw
 import pytest
@@ -18,7 +17,7 @@ from governed_evidence.search.plan import searched_level
 from governed_evidence.search.service import SearchService
 from governed_evidence.search.visible_rows import ROW_BYTES, VisibleRowsCopier, load_visible_rows
 from governed_evidence.store.connection import connect
-from tests.helpers import HashEmbedder
+from tests.helpers import HashEmbedder, statements_run
 
 QUERIES = ["travel expenses", "Quillmoor acquisition", "vendor dispute invoices", "password rotation", "holiday"]
 
@@ -79,20 +78,13 @@ def test_a_ranking_that_returns_a_restricted_id_still_has_it_dropped(
     assert above  # not vacuous
     every = [pid for pid, *_ in passages]
     svc._keyword.rank = lambda *args, **kwargs: list(every)  # type: ignore[method-assign]
-    statements: list[str] = []
-
-    def trace(_cursor: Any, statement: str, _bindings: Any) -> bool:
-        statements.append(statement)
-        return True
-
-    conn.exec_trace = trace
-    for query in QUERIES:
-        ranking = svc.rank(query, "keyword")
-        ranked = {c.fused.passage_id for c in ranking.candidates}
-        assert ranked and not ranked & above
-        served = svc.search(query, limit=20, mode="keyword", confidence_level="normal")
-        assert all(r.classification == "public" for r in served.results)
-    conn.exec_trace = None
+    with statements_run(conn) as statements:
+        for query in QUERIES:
+            ranking = svc.rank(query, "keyword")
+            ranked = {c.fused.passage_id for c in ranking.candidates}
+            assert ranked and not ranked & above
+            served = svc.search(query, limit=20, mode="keyword", confidence_level="normal")
+            assert all(r.classification == "public" for r in served.results)
     assert not any(sql.VISIBILITY_INDEX in s or "p.document_id FROM passages" in s for s in statements)
     svc.close()
     svc.reader.close()
@@ -100,21 +92,14 @@ def test_a_ranking_that_returns_a_restricted_id_still_has_it_dropped(
 
 def test_without_the_held_rows_the_check_is_asked_of_sql(built_index: Path) -> None:
     conn = connect(built_index, readonly=True)
-    statements: list[str] = []
-
-    def trace(_cursor: Any, statement: str, _bindings: Any) -> bool:
-        statements.append(statement)
-        return True
-
     held = load_visible_rows(conn, Classification.PUBLIC)
     ids = [pid for pid, *_ in _passages(conn)]
-    conn.exec_trace = trace
-    # A copy of another level is not used: the cache asks SQL.
-    RowCache(conn, Classification.INTERNAL, covering=True, held=held).fetch(ids)
-    assert len(statements) == 1 and sql.VISIBILITY_INDEX in statements[0]
-    RowCache(conn, Classification.PUBLIC, covering=True, held=held).fetch(ids)
-    assert len(statements) == 1
-    conn.exec_trace = None
+    with statements_run(conn) as statements:
+        # A copy of another level is not used: the cache asks SQL.
+        RowCache(conn, Classification.INTERNAL, covering=True, held=held).fetch(ids)
+        assert len(statements) == 1 and sql.VISIBILITY_INDEX in statements[0]
+        RowCache(conn, Classification.PUBLIC, covering=True, held=held).fetch(ids)
+        assert len(statements) == 1
     conn.close()
 
 
