@@ -34,6 +34,7 @@ __all__ = [
     "vector_ranking",
     "vector_sql",
     "visibility_sql",
+    "visible_passages",
 ]
 
 #: The covering index of the ceiling check (store/schema.py); files built before it lack it.
@@ -136,6 +137,16 @@ def visibility_sql(count: int, *, covering: bool) -> str:
     return (
         f"SELECT p.id, p.document_id FROM passages p{indexed} "
         f"WHERE p.id IN ({','.join('?' * count)}) AND p.classification <= ? AND p.searchable = 1"
+    )
+
+
+def visible_passages(conn: apsw.Connection, level: Classification, *, covering: bool) -> apsw.Cursor:
+    """Rows of (id, document id) of every searchable passage at or below ``level``, by id: the
+    answer :func:`passage_documents` gives, for the whole level at once (``covering`` as there)."""
+    indexed = f" INDEXED BY {VISIBILITY_INDEX}" if covering else ""
+    return conn.execute(
+        f"SELECT id, document_id FROM passages{indexed} WHERE classification <= ? AND searchable = 1 ORDER BY id",
+        (int(level),),
     )
 
 

@@ -72,10 +72,8 @@ def load_visible_rows(
     """Read the level's visible passages; None when cancelled."""
     ids = array("q")
     documents = array("q")
-    # The check's own predicate, over its covering index where the file has one.
-    indexed = f" INDEXED BY {sql.VISIBILITY_INDEX}" if sql.has_visibility_index(conn) else ""
-    query = f"SELECT id, document_id FROM passages{indexed} WHERE classification <= ? AND searchable = 1 ORDER BY id"
-    for seen, (pid, document_id) in enumerate(conn.execute(query, (int(level),)), start=1):
+    rows = sql.visible_passages(conn, level, covering=sql.has_visibility_index(conn))
+    for seen, (pid, document_id) in enumerate(rows, start=1):
         ids.append(pid)
         documents.append(document_id)
         if seen % _POLL_ROWS == 0 and cancelled():
