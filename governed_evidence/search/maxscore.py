@@ -24,11 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SEED_FACTOR", "Phrase", "best_positions", "pruned_top", "whole_scores"]
+__all__ = ["ESSENTIAL_SHARE", "SEED_FACTOR", "Phrase", "best_positions", "pruned_top", "whole_scores"]
 
 #: The seed rows that set the first lower bound: the rarest phrases' rows, until there are at
 #: least this many times k of them (or every phrase is in).
 SEED_FACTOR = 4
+#: Pruning is given up (every row is scored instead) when the phrases it cannot skip hold more
+#: than this share of the query's postings: it would look up nearly as much as it skips.
+ESSENTIAL_SHARE = 0.5
 #: Relative slack on every comparison against the lower bound: the bounds are summed in
 #: another order than a score is, so each may round differently in its last bits.
 _SLACK = 1e-9
@@ -109,7 +112,7 @@ def pruned_top(phrases: Sequence[Phrase], depth: int) -> np.ndarray | None:
         rest += phrases[order[cut]].bound
         cut += 1
     kept = [phrases[i] for i in sorted(order[cut:])]
-    if sum(p.positions.shape[0] for p in kept) * 2 > total_postings:
+    if sum(p.positions.shape[0] for p in kept) > ESSENTIAL_SHARE * total_postings:
         # Most postings are essential: no cheaper than scoring every row.
         return None
     candidates, inverse = np.unique(np.concatenate([p.positions for p in kept]), return_inverse=True)

@@ -388,21 +388,47 @@ def _search_probes_held(case: Case, ceiling: Classification) -> Tally:
     return tally
 
 
+@pytest.mark.parametrize("maxscore", [False, True], ids=["every-row", "maxscore"])
 def test_search_probes_with_the_in_memory_copies_leak_nothing(
-    hash_cases: dict[str, Case], captured_logs: LogCapture
+    hash_cases: dict[str, Case], captured_logs: LogCapture, maxscore: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same probes ranked from the vector matrix and the keyword impact lists, and checked
     against the visible rows held in memory (as `serve` does once they are loaded): nothing
     above the ceiling, answers equal to the reference
-    index's and to those served from the index file itself."""
+    index's and to those served from the index file itself. ``maxscore``: the keyword top k
+    found by MaxScore at every size (as from 500,000 rows), which must answer some probes."""
+    answered: list[bool] = []
+    if maxscore:
+        from governed_evidence.search import impacts as impacts_module
+
+        pruned_top = impacts_module.pruned_top
+
+        def counted(phrases: list[Any], depth: int) -> Any:
+            top = pruned_top(phrases, depth)
+            answered.append(top is not None)
+            return top
+
+        from governed_evidence.search import maxscore as maxscore_module
+
+        # Pruned wherever a bound can be set, however small the corpus.
+        monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 0)
+        monkeypatch.setattr(maxscore_module, "ESSENTIAL_SHARE", 1.0)
+        monkeypatch.setattr(impacts_module, "pruned_top", counted)
     case = hash_cases["sample"]
     with ThreadPoolExecutor(max_workers=len(CEILINGS)) as pool:
         parts = list(pool.map(lambda c: _search_probes_held(case, c), CEILINGS))
     tally = Tally.merged(parts)
     log_lines = _check_logs(case.found[INTERNAL], captured_logs, tally)
-    figures.add("leakage, in-memory copies: tool calls", tally.calls)
-    figures.add("leakage, in-memory copies: leaks found", len(tally.leaks))
-    figures.add("leakage, in-memory copies: answers differing from the reference or the file", len(tally.mismatches))
+    way = "MaxScore" if maxscore else "every row scored"
+    figures.add(f"leakage, in-memory copies ({way}): tool calls", tally.calls)
+    figures.add(f"leakage, in-memory copies ({way}): leaks found", len(tally.leaks))
+    figures.add(
+        f"leakage, in-memory copies ({way}): answers differing from the reference or the file", len(tally.mismatches)
+    )
+    if maxscore:
+        figures.add("leakage, in-memory copies (MaxScore): keyword rankings MaxScore answered", sum(answered))
+        # A few dozen: most probes match too few of the sample corpus's passages to bound the 50th.
+        assert sum(answered) >= 20, f"MaxScore answered {sum(answered)} of {len(answered)} keyword rankings"
     assert log_lines >= tally.calls
     assert not tally.leaks, f"{len(tally.leaks)} leaks in {tally.calls} calls, e.g. {tally.leaks[:5]}"
     assert not tally.mismatches, f"{len(tally.mismatches)} answers moved, e.g. {tally.mismatches[:5]}"
