@@ -26,6 +26,15 @@ from tests.search.test_bm25 import QUERIES as BM25_QUERIES
 QUERIES = [*BM25_QUERIES, "security security security policy", "running runs ran"]
 
 SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "corpora" / "strongdm-comply-soc2"
+#: Questions a SOC 2 policy set answers (asked of SHARED_CORPUS).
+SOC2_QUERIES = [
+    "How often are access reviews performed?",
+    "encryption of data at rest and in transit",
+    "who approves changes to production systems",
+    "vendor risk assessment",
+    "business continuity and disaster recovery testing",
+    "background checks for new employees",
+]
 
 
 def _fts(conn: object, level: Classification, expression: str) -> dict[int, float]:
@@ -73,15 +82,7 @@ def test_impact_scores_and_rankings_equal_fts5(built_index: Path, level: Classif
 def test_impact_rankings_equal_fts5_on_a_real_corpus(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
     db = tmp_path / "soc2.sqlite"
     ingest_corpus(SHARED_CORPUS, db, hash_embedder, ceiling=Classification.RESTRICTED, progress=None)
-    queries = [
-        "How often are access reviews performed?",
-        "encryption of data at rest and in transit",
-        "who approves changes to production systems",
-        "vendor risk assessment",
-        "business continuity and disaster recovery testing",
-        "background checks for new employees",
-    ]
-    assert _assert_same_as_fts5(db, Classification.RESTRICTED, queries) >= 100
+    assert _assert_same_as_fts5(db, Classification.RESTRICTED, SOC2_QUERIES) >= 100
 
 
 @pytest.mark.parametrize("level", list(Classification))
