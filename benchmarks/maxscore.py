@@ -2,10 +2,11 @@
 
 For each generated index present, the SciFact queries' phrases are ranked (50 best, the
 impact lists of ceiling ``internal``) both ways, alternated query by query: every row scored
-(``ImpactIndex.scores`` and the k best) and MaxScore (``search/maxscore.py``, scoring every
-row itself when pruning would not pay). Every ranking is compared: the two must be equal.
-``PRUNED_ROWS`` in ``search/impacts.py`` is set from this: the smallest size measured at which
-MaxScore is faster at p50 and p95.
+(``ImpactIndex.every_row_top``, what a search does below the threshold) and MaxScore
+(``search/maxscore.py``, scoring every row itself when pruning would not pay). Every ranking
+is compared: the two must be equal. ``PRUNED_ROWS`` in ``search/impacts.py`` is set from
+this: between the largest size measured at which MaxScore is slower and the smallest at which
+it is faster at p50 and p95.
 
     .venv/bin/python -m benchmarks.maxscore --sizes 100000,300000,1000000
 
@@ -31,7 +32,7 @@ import numpy as np
 from benchmarks.stats import latency, machine
 from governed_evidence.config import Classification
 from governed_evidence.search.impacts import ImpactIndex, load_impacts
-from governed_evidence.search.maxscore import best_positions, pruned_top
+from governed_evidence.search.maxscore import pruned_top
 from governed_evidence.search.plan import plan_query
 from governed_evidence.store.connection import connect, read_meta
 
@@ -41,12 +42,6 @@ DEPTH = 50
 CEILING = Classification.INTERNAL
 
 
-def _every_row(impacts: ImpactIndex, phrases: list[str], depth: int) -> np.ndarray:
-    scores = impacts.scores(phrases)
-    matched = np.flatnonzero(scores > 0.0)
-    return best_positions(matched, scores[matched], depth)
-
-
 def compare(impacts: ImpactIndex, queries: list[list[str]], depth: int = DEPTH) -> dict[str, Any]:
     """Both ways over each query's phrases, alternated; raises if any ranking differs."""
     every: list[float] = []
@@ -54,11 +49,12 @@ def compare(impacts: ImpactIndex, queries: list[list[str]], depth: int = DEPTH) 
     answered = 0
     for phrases in queries:
         started = time.perf_counter()
-        expected = _every_row(impacts, phrases, depth)
+        expected = impacts.every_row_top(impacts.phrases(phrases), depth)
         middle = time.perf_counter()
-        top = pruned_top(impacts.phrases(phrases), depth)
+        held = impacts.phrases(phrases)
+        top = pruned_top(held, depth)
         if top is None:
-            top = _every_row(impacts, phrases, depth)
+            top = impacts.every_row_top(held, depth)
         else:
             answered += 1
         ended = time.perf_counter()

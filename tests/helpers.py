@@ -16,6 +16,7 @@ from types import ModuleType
 
 import apsw
 import numpy as np
+import pytest
 
 from governed_evidence.embeddings.base import ModelIdentity, Vectors
 from governed_evidence.store.connection import connect, meta_rows, read_meta
@@ -242,3 +243,19 @@ def load_script(name: str) -> ModuleType:
     sys.modules[spec.name] = module  # dataclasses resolve their module by name
     spec.loader.exec_module(module)
     return module
+
+
+def counting_maxscore(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record, for each keyword ranking from the impact lists, whether MaxScore answered it
+    (else every row was scored)."""
+    from governed_evidence.search import impacts, maxscore
+
+    answered: list[bool] = []
+
+    def counted(phrases: Sequence[maxscore.Phrase], depth: int) -> np.ndarray | None:
+        top = maxscore.pruned_top(phrases, depth)
+        answered.append(top is not None)
+        return top
+
+    monkeypatch.setattr(impacts, "pruned_top", counted)
+    return answered

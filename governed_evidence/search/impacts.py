@@ -118,7 +118,10 @@ class ImpactIndex:
         postings at 1M; docs/performance.md). A row's weights are added in input order, so each
         sum is the one the per-phrase adds give, bit for bit.
         """
-        held = self.phrases(phrases)
+        return self._scored(self.phrases(phrases))
+
+    def _scored(self, held: Sequence[Phrase]) -> np.ndarray:
+        """:meth:`scores` of phrases already looked up."""
         if not held:
             return np.zeros(self.rows, dtype=np.float64)
         return np.bincount(
@@ -127,6 +130,13 @@ class ImpactIndex:
             minlength=self.rows,
         )
 
+    def every_row_top(self, held: Sequence[Phrase], depth: int) -> np.ndarray:
+        """Row positions of the ``depth`` best rows, best first (ties by position), every row
+        scored: what :meth:`rank` does below :data:`PRUNED_ROWS` or when MaxScore gives up."""
+        scores = self._scored(held)
+        matched = np.flatnonzero(scores > 0.0)
+        return best_positions(matched, scores[matched], depth)
+
     def rank(self, phrases: Sequence[str], depth: int) -> list[int]:
         """The ``depth`` best passage ids by bm25, best first (ties by passage id).
 
@@ -134,11 +144,10 @@ class ImpactIndex:
         reach the top ``depth``: the same answer, without scoring every row."""
         if depth <= 0 or self.rows == 0:
             return []
-        top = pruned_top(self.phrases(phrases), depth) if self.rows >= PRUNED_ROWS else None
+        held = self.phrases(phrases)
+        top = pruned_top(held, depth) if self.rows >= PRUNED_ROWS else None
         if top is None:
-            scores = self.scores(phrases)
-            matched = np.flatnonzero(scores > 0.0)
-            top = best_positions(matched, scores[matched], depth)
+            top = self.every_row_top(held, depth)
         ranked: list[int] = self.ids[top].tolist()
         return ranked
 

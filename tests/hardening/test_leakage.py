@@ -57,7 +57,7 @@ from tests.hardening.probes import (
     scan,
     true_levels,
 )
-from tests.helpers import HashEmbedder, small_corpus
+from tests.helpers import HashEmbedder, counting_maxscore, small_corpus
 
 PUBLIC, INTERNAL, RESTRICTED = Classification.PUBLIC, Classification.INTERNAL, Classification.RESTRICTED
 CEILINGS = (PUBLIC, INTERNAL)
@@ -400,20 +400,12 @@ def test_search_probes_with_the_in_memory_copies_leak_nothing(
     answered: list[bool] = []
     if maxscore:
         from governed_evidence.search import impacts as impacts_module
-
-        pruned_top = impacts_module.pruned_top
-
-        def counted(phrases: list[Any], depth: int) -> Any:
-            top = pruned_top(phrases, depth)
-            answered.append(top is not None)
-            return top
-
         from governed_evidence.search import maxscore as maxscore_module
 
         # Pruned wherever a bound can be set, however small the corpus.
         monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 0)
         monkeypatch.setattr(maxscore_module, "ESSENTIAL_SHARE", 1.0)
-        monkeypatch.setattr(impacts_module, "pruned_top", counted)
+        answered = counting_maxscore(monkeypatch)
     case = hash_cases["sample"]
     with ThreadPoolExecutor(max_workers=len(CEILINGS)) as pool:
         parts = list(pool.map(lambda c: _search_probes_held(case, c), CEILINGS))

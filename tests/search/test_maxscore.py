@@ -17,7 +17,7 @@ from governed_evidence.search.impacts import load_impacts
 from governed_evidence.search.maxscore import Phrase, best_positions, pruned_top, whole_scores
 from governed_evidence.search.query import query_tokens, token_stems
 from governed_evidence.store.connection import connect
-from tests.helpers import HashEmbedder
+from tests.helpers import HashEmbedder, counting_maxscore
 from tests.search.test_impacts import QUERIES, SHARED_CORPUS, SOC2_QUERIES
 
 SEED = 20261206
@@ -111,19 +111,6 @@ def test_a_query_of_one_rare_word_and_common_ones_skips_most_rows() -> None:
     assert pruned_top(phrases, 0) is None
 
 
-def _counting(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Record, for each ranking, whether MaxScore answered it (else every row was scored)."""
-    answered: list[bool] = []
-
-    def counted(phrases: list[Phrase], depth: int) -> np.ndarray | None:
-        top = pruned_top(phrases, depth)
-        answered.append(top is not None)
-        return top
-
-    monkeypatch.setattr(impacts_module, "pruned_top", counted)
-    return answered
-
-
 def _rankings(db: Path, level: Classification, queries: list[str], depth: int) -> list[list[int]]:
     conn = connect(db, readonly=True)
     impacts = load_impacts(conn, level)
@@ -137,7 +124,7 @@ def _rankings(db: Path, level: Classification, queries: list[str], depth: int) -
 
 def test_rankings_are_the_same_with_and_without_pruning(built_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     queries = [*QUERIES, "policy access security data", "the the the"]
-    answered = _counting(monkeypatch)
+    answered = counting_maxscore(monkeypatch)
     for depth in (1, 2, 5, 20):
         monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 10**12)
         every_row = _rankings(built_index, Classification.RESTRICTED, queries, depth)
@@ -162,7 +149,7 @@ def test_rankings_are_the_same_with_and_without_pruning_on_a_real_corpus(
         "vendor risk assessment and the security of third parties",
         "background checks for new employees before they join the company",
     ]
-    answered = _counting(monkeypatch)
+    answered = counting_maxscore(monkeypatch)
     monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 10**12)
     every_row = _rankings(db, Classification.RESTRICTED, queries, 10)
     monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 0)
