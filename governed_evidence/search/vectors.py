@@ -194,7 +194,7 @@ class VectorMatrix:
         every: np.ndarray | None = None
         if self.projection is not None:
             rows = self.projection.nearest(unit, projected_count(self.rows, k))
-            scores = self.matrix[rows] @ unit
+            scores = _gathered(self.matrix, rows) @ unit
         elif self.codes is not None:
             rows = self._nearest_codes(_signs(unit), rescore_count(self.rows, k))
             scores = _rescored(self.matrix, rows, unit)
@@ -233,7 +233,7 @@ class VectorMatrix:
         pos = np.searchsorted(self.ids, wanted)
         pos = np.minimum(pos, self.rows - 1)
         found = self.ids[pos] == wanted
-        scores = every[pos[found]] if every is not None else self.matrix[pos[found]] @ _unit(query)
+        scores = every[pos[found]] if every is not None else _gathered(self.matrix, pos[found]) @ _unit(query)
         # 1 - similarity in float32, as knn() computes it, so both give a passage the same distance.
         return dict(zip(wanted[found].tolist(), (1.0 - scores).tolist(), strict=True))
 
@@ -267,8 +267,15 @@ def _rescored(matrix: np.ndarray, rows: np.ndarray, unit: np.ndarray) -> np.ndar
     if len(starts) > 1 and count - starts[-1] == 1:
         starts.pop()
     for start, stop in zip(starts, [*starts[1:], count], strict=True):
-        scores[start:stop] = matrix[rows[start:stop]] @ unit
+        scores[start:stop] = _gathered(matrix, rows[start:stop]) @ unit
     return scores
+
+
+def _gathered(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``matrix[rows]``, the same rows in the same order, copied by ``np.take``: a row copy each
+    instead of fancy indexing's element-wise iterator, half the time for 500 rows of 384 floats
+    (0.06 against 0.12 ms in a core's cache)."""
+    return np.take(matrix, rows, axis=0)
 
 
 def _blocked_distances(codes: np.ndarray, query_code: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:

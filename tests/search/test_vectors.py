@@ -401,3 +401,15 @@ def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(
     query = rng.standard_normal(16).astype(np.float32)
     reference = VectorMatrix(Classification.PUBLIC, matrix.ids, np.ascontiguousarray(matrix.matrix))
     assert [p for p, _ in matrix.knn(query, 10)] == [p for p, _ in reference.knn(query, 10)]
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_rows_are_gathered_as_indexing_gathers_them(order: str) -> None:
+    """Rescoring copies its rows with ``np.take``: the same rows, in the order asked (repeats,
+    none, the last row), as ``matrix[rows]`` gives, for either memory layout."""
+    rng = np.random.default_rng(17)
+    matrix = np.asarray(rng.standard_normal((300, 384)), dtype=np.float32, order=order)
+    for rows in (rng.permutation(300)[:120], np.array([5, 5, 299, 0]), np.array([], dtype=np.int64)):
+        gathered = vectors._gathered(matrix, rows)
+        assert gathered.dtype == np.float32
+        assert np.array_equal(gathered, matrix[rows])
