@@ -30,7 +30,6 @@ if __name__ == "__main__":  # run as a program only: importing this module (the 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
-import contextlib
 import json
 import shutil
 import sys
@@ -39,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.peers import CANDIDATES, CEILING, LIMIT, PEERS_DIR, interleaved, load_corpus, rrf
+from benchmarks.peers import CANDIDATES, CEILING, LIMIT, PEERS_DIR, interleaved, load_corpus, log_product_to, rrf
 from benchmarks.stats import latency, load_average, machine
 from governed_evidence.errors import IndexUnavailableError
 from governed_evidence.search.impacts import ImpactCopier
@@ -115,14 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--passes", type=int, default=3, help="round-robin passes over the queries")
     parser.add_argument("--peers-dir", default=str(PEERS_DIR), help="scratch folder for the peers' indexes")
     ns = parser.parse_args(argv)
-    from governed_evidence.logging import configure_logging
-
-    # The product logs every search, as when it serves; into a file, not the terminal.
     peers_dir = Path(ns.peers_dir)
-    peers_dir.mkdir(parents=True, exist_ok=True)
-    log = (peers_dir / "gap-product-log.jsonl").open("w", encoding="utf-8")
-    with contextlib.redirect_stderr(log):
-        configure_logging("INFO")
+    log_product_to(peers_dir / "gap-product-log.jsonl")
     print(json.dumps(run_gap(ns.size, ns.queries, ns.passes, peers_dir)))
     sys.stdout.flush()
 

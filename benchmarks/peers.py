@@ -62,6 +62,7 @@ __all__ = [
     "chosen_peers",
     "documents_in_order",
     "interleaved",
+    "log_product_to",
     "main",
     "missing_peers",
     "paired_bootstrap",
@@ -250,6 +251,17 @@ class Corpus:
     texts: list[str]
     vectors: np.ndarray
     document_of: dict[int, str]
+
+
+def log_product_to(path: Path) -> None:
+    """The product logs every search (a JSON line, as when it serves): into ``path``, not the terminal."""
+    from governed_evidence.logging import configure_logging
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Open for the whole run (the loggers keep the stream); closed when the process exits.
+    log = path.open("w", encoding="utf-8")
+    with contextlib.redirect_stderr(log):
+        configure_logging("INFO")
 
 
 def load_corpus(db: Path, ceiling: int) -> Corpus:
@@ -608,15 +620,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--doc", help="replace the peers section of this file (docs/performance.md) in place")
     ns = parser.parse_args(argv)
 
-    # The product logs every search (a JSON line, as when it serves); into a file, not the terminal.
     peers_dir = Path(ns.peers_dir)
-    peers_dir.mkdir(parents=True, exist_ok=True)
-    from governed_evidence.logging import configure_logging
-
-    # Open for the whole run (the loggers keep the stream); closed when the process exits.
-    log = (peers_dir / "product-log.jsonl").open("w", encoding="utf-8")
-    with contextlib.redirect_stderr(log):
-        configure_logging("INFO")
+    log_product_to(peers_dir / "product-log.jsonl")
     missing = missing_peers()
     if missing:
         raise SystemExit(
