@@ -18,7 +18,9 @@ import apsw
 import numpy as np
 import pytest
 
-from governed_evidence.embeddings.base import ModelIdentity, Vectors
+from governed_evidence.config import Classification
+from governed_evidence.embeddings.base import Embedder, ModelIdentity, Vectors
+from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect, meta_rows, read_meta
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -259,3 +261,11 @@ def counting_maxscore(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
     monkeypatch.setattr(impacts, "pruned_top", counted)
     return answered
+
+
+def ungated_service(db: Path, embedder: Embedder, ceiling: Classification, memory: int = 64 * 2**20) -> SearchService:
+    """A service over ``db`` at ``ceiling`` with ``embedder``, the gate off, and ``memory`` bytes
+    for its in-memory copies (0: every search answered from the file)."""
+    return SearchService(
+        db, ceiling=ceiling, embedder_factory=lambda: embedder, gate_enabled=False, vector_memory_bytes=memory
+    )

@@ -10,21 +10,14 @@ from benchmarks.gap import retrieval_rrf
 from benchmarks.peers import rrf
 from governed_evidence.config import Classification
 from governed_evidence.errors import IndexUnavailableError
-from governed_evidence.search.service import SearchService
-from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder
-
-
-def _service(db: Path, embedder: HashEmbedder, ceiling: Classification) -> SearchService:
-    return SearchService(
-        db, ceiling=ceiling, embedder_factory=lambda: embedder, gate_enabled=False, vector_memory_bytes=64 * 2**20
-    )
+from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder, ungated_service
 
 
 @pytest.mark.parametrize("ceiling", [Classification.PUBLIC, Classification.RESTRICTED])
 def test_the_retrieval_part_fuses_the_searchs_own_two_rankings(
     built_index: Path, hash_embedder: HashEmbedder, ceiling: Classification
 ) -> None:
-    service = _service(built_index, hash_embedder, ceiling)
+    service = ungated_service(built_index, hash_embedder, ceiling)
     service.warm()
     compared = 0
     for query in [*SMALL_CORPUS_QUERIES, "zzznotaword"]:
@@ -43,7 +36,7 @@ def test_the_retrieval_part_fuses_the_searchs_own_two_rankings(
 
 
 def test_the_retrieval_part_needs_the_copies_held(built_index: Path, hash_embedder: HashEmbedder) -> None:
-    service = _service(built_index, hash_embedder, Classification.PUBLIC)
+    service = ungated_service(built_index, hash_embedder, Classification.PUBLIC)
     with pytest.raises(IndexUnavailableError, match="held in memory"):
         retrieval_rrf(service, SMALL_CORPUS_QUERIES[0])
     service.close()

@@ -15,19 +15,11 @@ import pytest
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.search import sql, vectors
-from governed_evidence.search.service import SearchService
 from governed_evidence.search.vectors import VectorMatrix, load_matrix
 from governed_evidence.store.connection import connect
-from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder, write
+from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder, ungated_service, write
 
 QUERIES = SMALL_CORPUS_QUERIES
-BUDGET = 64 * 2**20
-
-
-def _service(db: Path, embedder: HashEmbedder, ceiling: Classification, memory: int = BUDGET) -> SearchService:
-    return SearchService(
-        db, ceiling=ceiling, embedder_factory=lambda: embedder, gate_enabled=False, vector_memory_bytes=memory
-    )
 
 
 def test_matrix_ranking_equals_vec0_knn(built_index: Path, hash_embedder: HashEmbedder) -> None:
@@ -227,8 +219,8 @@ def test_projected_prefilter_recall_and_exact_distances() -> None:
 
 def test_service_answers_the_same_with_vectors_in_memory(built_index: Path, hash_embedder: HashEmbedder) -> None:
     for ceiling in Classification:
-        plain = _service(built_index, hash_embedder, ceiling, memory=0)
-        held = _service(built_index, hash_embedder, ceiling)
+        plain = ungated_service(built_index, hash_embedder, ceiling, memory=0)
+        held = ungated_service(built_index, hash_embedder, ceiling)
         held.warm()
         assert held.vectors.matrix is not None
         for query in QUERIES:
@@ -246,7 +238,7 @@ def test_service_answers_the_same_with_vectors_in_memory(built_index: Path, hash
 def test_restricted_never_returned_with_vectors_in_memory(
     built_index: Path, hash_embedder: HashEmbedder, ceiling: Classification
 ) -> None:
-    svc = _service(built_index, hash_embedder, ceiling)
+    svc = ungated_service(built_index, hash_embedder, ceiling)
     svc.warm()
     for query in [*QUERIES, "Zephyr", "cost centre 9931", "88,000"]:
         for mode in ("hybrid", "semantic"):
@@ -263,7 +255,7 @@ def test_the_projection_holds_and_returns_nothing_above_the_ceiling(
     the caller's rows only and nothing restricted reaches a result."""
     monkeypatch.setattr(vectors, "PROJECTED_ROWS", 1)
     monkeypatch.setattr(vectors, "PROJECTED_DIMENSION", 8)
-    svc = _service(built_index, hash_embedder, ceiling)
+    svc = ungated_service(built_index, hash_embedder, ceiling)
     svc.warm()
     held = svc.vectors.matrix
     assert held is not None and held.projection is not None
@@ -287,10 +279,10 @@ def test_the_projection_holds_and_returns_nothing_above_the_ceiling(
 
 
 def test_over_budget_falls_back_to_vec0(built_index: Path, hash_embedder: HashEmbedder) -> None:
-    svc = _service(built_index, hash_embedder, Classification.RESTRICTED, memory=1024)
+    svc = ungated_service(built_index, hash_embedder, Classification.RESTRICTED, memory=1024)
     svc.warm()
     assert svc.vectors.matrix is None
-    plain = _service(built_index, hash_embedder, Classification.RESTRICTED, memory=0)
+    plain = ungated_service(built_index, hash_embedder, Classification.RESTRICTED, memory=0)
     for query in QUERIES:
         assert svc.search(query).model_dump() == plain.search(query).model_dump()
 
@@ -300,7 +292,7 @@ def test_a_rebuild_replaces_the_vectors_in_memory(tmp_path: Path, hash_embedder:
     write(corpus, "public/a.md", "# Alpha\n\nThe lighthouse keeper logs every storm in the harbour book.\n")
     db = tmp_path / "index.sqlite"
     ingest_corpus(corpus, db, hash_embedder, ceiling=Classification.PUBLIC, progress=None)
-    svc = _service(db, hash_embedder, Classification.PUBLIC)
+    svc = ungated_service(db, hash_embedder, Classification.PUBLIC)
     svc.warm()
     first, first_generation = svc.vectors.matrix, svc.vectors.generation
     assert first is not None and first.rows == 1
@@ -318,7 +310,7 @@ def test_a_rebuild_replaces_the_vectors_in_memory(tmp_path: Path, hash_embedder:
 
 
 def test_a_closing_service_copies_nothing_and_still_answers(built_index: Path, hash_embedder: HashEmbedder) -> None:
-    svc = _service(built_index, hash_embedder, Classification.INTERNAL)
+    svc = ungated_service(built_index, hash_embedder, Classification.INTERNAL)
     svc.close()
     svc.warm()
     assert svc.vectors.matrix is None
