@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import apsw
 import numpy as np
@@ -396,7 +397,7 @@ def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_rows_are_gathered_as_indexing_gathers_them(order: str) -> None:
+def test_rows_are_gathered_as_indexing_gathers_them(order: Literal["C", "F"]) -> None:
     """Rescoring copies its rows with ``np.take``: the same rows, in the order asked (repeats,
     none, the last row), as ``matrix[rows]`` gives, for either memory layout."""
     rng = np.random.default_rng(17)
