@@ -13,10 +13,11 @@ the keyword impact lists in memory (:mod:`impacts`) nothing is tokenised per que
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import apsw
+import numpy as np
 
 from governed_evidence.config import Classification
 from governed_evidence.errors import IndexUnavailableError
@@ -26,7 +27,7 @@ from governed_evidence.search.query import index_tokenizer
 from governed_evidence.search.rows import Passage
 from governed_evidence.search.visible_rows import VisibleRows
 
-__all__ = ["PassageHead", "RowCache"]
+__all__ = ["PassageHead", "Pool", "RowCache"]
 
 
 # Not frozen: a search makes one a candidate (about 90), and a frozen dataclass's __init__
@@ -83,6 +84,19 @@ class RowCache:
         else:
             self.visible.update(sql.passage_documents(self._conn, self._level, missing, covering=self._covering))
 
+    def documents_of(self, ids: np.ndarray) -> np.ndarray:
+        """The document id of each of ``ids`` (int64) found visible, -1 for the rest, checked as
+        :meth:`fetch` checks them (and remembered as visible)."""
+        if self._held is None:
+            self.fetch(ids.tolist())
+            return np.asarray([self.visible.get(pid, -1) for pid in ids.tolist()], dtype=np.int64)
+        documents = self._held.documents_at(ids)
+        found = np.flatnonzero(documents >= 0)
+        # Remembered in ascending id order, as the SQL check returns them (a pool asks in that order).
+        found = found[np.argsort(ids[found], kind="stable")]
+        self.visible.update(zip(ids[found].tolist(), documents[found].tolist(), strict=True))
+        return documents
+
     def document_path(self, document_id: int) -> str:
         """The path of a head's document; the first call reads the path of every visible passage's
         document at once."""
@@ -102,6 +116,9 @@ class RowCache:
 
     def row(self, pid: int) -> Passage:
         """The whole row of a visible passage (read now if it was not prefetched)."""
+        row = self._rows.get(pid)
+        if row is not None:
+            return row
         self.prefetch((pid,))
         try:
             return self._rows[pid]
@@ -142,3 +159,55 @@ class RowCache:
         self._rows = {p: r for p, r in self._rows.items() if p in ids}
         self._terms = {p: t for p, t in self._terms.items() if p in ids}
         self._term_sets = {p: t for p, t in self._term_sets.items() if p in ids}
+
+
+@dataclass(slots=True)
+class Pool:
+    """The visible passages of a query's two rankings, each once, in ascending id order: what
+    fusion and the signals read, as arrays (a search pools about 90)."""
+
+    ids: np.ndarray
+    #: Each passage's document id.
+    documents: np.ndarray
+    #: Positions of the keyword ranking's visible passages, best first.
+    keyword: np.ndarray
+    #: Positions of the semantic ranking's visible passages, best first.
+    semantic: np.ndarray
+    #: Each passage's cosine distance to the query; NaN until measured (:meth:`measured`).
+    distance: np.ndarray
+
+    @classmethod
+    def of(cls, keyword_ids: Sequence[int], nearest: Sequence[tuple[int, float]], cache: RowCache) -> Pool:
+        """Both rankings' passages checked against the ceiling a second time (``cache``);
+        ``nearest`` gives the semantic ranking with each passage's distance."""
+        keyword = np.asarray(keyword_ids, dtype=np.int64)
+        semantic = np.fromiter((pid for pid, _ in nearest), dtype=np.int64, count=len(nearest))
+        listed, where = np.unique(np.concatenate((keyword, semantic)), return_inverse=True)
+        # Checked in ascending order, the order the cache remembers them in.
+        documents = cache.documents_of(listed)
+        visible = documents >= 0
+        # Each listed position's place among the visible ones.
+        place = np.cumsum(visible) - 1
+        on_keyword = where[: keyword.shape[0]]
+        on_semantic = where[keyword.shape[0] :]
+        semantic_visible = visible[on_semantic]
+        distance = np.full(int(np.count_nonzero(visible)), np.nan)
+        at_semantic = place[on_semantic[semantic_visible]]
+        if at_semantic.shape[0]:
+            measured = np.fromiter((d for _, d in nearest), dtype=np.float64, count=len(nearest))
+            distance[at_semantic] = measured[semantic_visible]
+        return cls(listed[visible], documents[visible], place[on_keyword[visible[on_keyword]]], at_semantic, distance)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def unmeasured(self) -> list[int]:
+        """The passages without a distance yet, ascending."""
+        ids: list[int] = self.ids[np.isnan(self.distance)].tolist()
+        return ids
+
+    def measured(self, distances: Mapping[int, float]) -> None:
+        """Record ``distances`` of pooled passages."""
+        if distances:
+            at = np.searchsorted(self.ids, np.fromiter(distances, dtype=np.int64, count=len(distances)))
+            self.distance[at] = np.fromiter(distances.values(), dtype=np.float64, count=len(distances))

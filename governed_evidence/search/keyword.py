@@ -13,6 +13,7 @@ the table's own row count and average length.
 from __future__ import annotations
 
 import apsw
+import numpy as np
 
 from governed_evidence.search import bm25, sql
 from governed_evidence.search.candidates import RowCache
@@ -77,18 +78,20 @@ class KeywordRanker:
         return self._totals[key]
 
 
-def coverage(plan: QueryPlan, cache: RowCache, impacts: ImpactIndex | None) -> dict[int, float]:
-    """IDF-weighted share of the query's stems present in each passage read so far (0-1): which
-    stems a passage holds comes from the impact lists when they are of this level, else from
-    tokenising the rows."""
+def coverage(plan: QueryPlan, cache: RowCache, impacts: ImpactIndex | None, ids: np.ndarray) -> np.ndarray:
+    """IDF-weighted share of the query's stems present in each passage of ``ids`` (0-1; the
+    passages were read into ``cache`` as visible): which stems a passage holds comes from the
+    impact lists when they are of this level, else from tokenising the rows."""
     if not plan.stems:
-        return dict.fromkeys(cache.visible, 0.0)
+        return np.zeros(ids.shape[0], dtype=np.float64)
     weights = {s: bm25.coverage_idf(plan.table_rows, plan.frequencies.get(s, 0)) for s in plan.stems}
     denominator = sum(weights.values()) or 1.0
     if impacts is not None and impacts.level == plan.level:
-        held = impacts.held_weight(weights, cache.visible)
+        held = impacts.held_weights(weights, ids)
     else:
-        held = {
-            pid: sum(w for s, w in weights.items() if s in held_terms) for pid, held_terms in cache.term_sets().items()
-        }
-    return {pid: weight / denominator for pid, weight in held.items()}
+        sets = cache.term_sets()
+        held = np.asarray(
+            [sum(w for s, w in weights.items() if s in sets[pid]) for pid in ids.tolist()], dtype=np.float64
+        )
+    shares: np.ndarray = held / denominator
+    return shares

@@ -14,19 +14,21 @@ what the gate keeps, or for every position when something reads the whole rankin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol, TypeVar
 
-from governed_evidence.search.candidates import PassageHead, RowCache
-from governed_evidence.search.fusion import Fused, FusedColumns, fuse_columns
+import numpy as np
+
+from governed_evidence.search.candidates import PassageHead, Pool, RowCache
+from governed_evidence.search.fusion import Fused, FusedColumns, fuse_union, fused_columns
 from governed_evidence.search.gate import (
     GateOutcome,
     Signals,
     background_similarity,
     calibration_for,
-    confidences,
+    confidence_array,
     gate_positions,
 )
 from governed_evidence.search.limits import SearchMode
@@ -171,35 +173,46 @@ def prefetch_rows(candidates: Iterable[Candidate]) -> None:
 
 
 def assemble(
-    search_mode: SearchMode,
-    keyword_ids: list[int],
-    semantic_ids: list[int],
-    *,
-    distances: Mapping[int, float],
-    coverage: Mapping[int, float],
-    documents: Mapping[int, int],
-    cache: RowCache,
-    model_id: str | None,
+    search_mode: SearchMode, pool: Pool, *, coverage: np.ndarray, cache: RowCache, model_id: str | None
 ) -> Columns:
-    """Fused candidates, best first, each with its confidence; ``documents`` gives every
-    candidate's document id, ``cache`` its row when it is served."""
+    """``pool``'s passages fused, best first, each with its confidence (``coverage``: each
+    pooled passage's keyword coverage); ``cache`` gives a passage's row when it is served."""
+    size = len(pool)
     if search_mode == "keyword":
-        fused = fuse_columns(keyword_ids, [], dict.fromkeys(keyword_ids, 1.0))
+        fused = fuse_union(size, pool.keyword, _NONE, np.ones(size))
     elif search_mode == "semantic":
-        fused = fuse_columns([], semantic_ids, {})
+        fused = fuse_union(size, _NONE, pool.semantic, coverage)
     else:
-        fused = fuse_columns(keyword_ids, semantic_ids, dict(coverage))
-    background = background_similarity([1.0 - distances[p] for p in semantic_ids])
-    similarity = [1.0 - distances[p] if p in distances else None for p in fused.ids]
-    covered = [coverage.get(p, 0.0) for p in fused.ids]
-    scores = confidences(similarity, covered, background, calibration_for(model_id))
-    order = list(range(len(fused.ids)))
+        fused = fuse_union(size, pool.keyword, pool.semantic, coverage)
+    at = fused[0]
+    background = background_similarity((1.0 - pool.distance[pool.semantic]).tolist())
+    similarity = 1.0 - pool.distance[at]
+    missing = np.isnan(similarity)
+    covered = coverage[at]
+    scores = confidence_array(similarity, covered, background, calibration_for(model_id), missing)
+    order = list(range(size))
     if search_mode == "hybrid":
         # RRF picks the candidates; they are ordered mostly by the same calibrated confidence
         # the gate uses (paraphrase hit@3 0.76 -> 0.81 on the tuning slices against fused
         # order), with the fused score beside it (FUSION_WEIGHT).
-        order = confident_order(scores, fused.scores, RERANK_DEPTH, FUSION_WEIGHT)
-    return Columns(fused, similarity, covered, scores, background, [documents[p] for p in fused.ids], order, cache)
+        order = confident_order(scores, fused[1], RERANK_DEPTH, FUSION_WEIGHT)
+    similarities: list[float | None] = similarity.tolist()
+    for i in np.flatnonzero(missing).tolist():
+        similarities[i] = None
+    return Columns(
+        fused_columns(pool.ids, *fused),
+        similarities,
+        covered.tolist(),
+        scores,
+        background,
+        pool.documents[at].tolist(),
+        order,
+        cache,
+    )
+
+
+#: No positions: the ranking a mode does not fuse.
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 class _FusedScore(Protocol):
@@ -217,22 +230,25 @@ class _Blended(_Confident, Protocol):
 B = TypeVar("B", bound=_Blended)
 
 
-def confident_order(confidence: Sequence[float], fused: Sequence[float], depth: int, fusion_weight: float) -> list[int]:
+def confident_order(
+    confidence: Sequence[float] | np.ndarray, fused: Sequence[float] | np.ndarray, depth: int, fusion_weight: float
+) -> list[int]:
     """Positions of candidates given in fused order (their confidences and fused scores), the
     first ``depth`` ordered by confidence plus ``fusion_weight`` times their fused score over the
     best fused score, best first; the sort is stable, so an equal key keeps the fused order.
     With weight 0, by confidence alone (``fused`` is then not read, and may be empty)."""
-    head = range(min(depth, len(confidence)))
-    best = max((fused[i] for i in head), default=0.0) if fusion_weight else 0.0
-    # The keys are computed in one pass and the sort reads them through a bound method (no
-    # Python call a comparison key): the same keys, the same stable order.
+    count = len(confidence)
+    head = min(depth, count)
+    confident = np.asarray(confidence[:head], dtype=np.float64)
+    best = float(np.max(np.asarray(fused[:head], dtype=np.float64))) if fusion_weight and head else 0.0
+    # Each key as Python computed it one candidate at a time (the same operations in the same
+    # order, so the same floats), sorted by a stable sort as sorted() sorts: the same order.
     if best <= 0.0:
-        keys = [-confidence[i] for i in head]
+        keys = -confident
     else:
-        scale = fusion_weight / best
-        keys = [-(confidence[i] + scale * fused[i]) for i in head]
-    ordered = sorted(head, key=keys.__getitem__)
-    return [*ordered, *range(len(head), len(confidence))]
+        keys = -(confident + (fusion_weight / best) * np.asarray(fused[:head], dtype=np.float64))
+    ordered: list[int] = np.argsort(keys, kind="stable").tolist()
+    return [*ordered, *range(head, count)]
 
 
 def confident_first(candidates: Sequence[B], depth: int, fusion_weight: float = 0.0) -> list[B]:

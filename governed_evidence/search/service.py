@@ -25,7 +25,7 @@ from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import EmbedderError, IndexUnavailableError, InvalidRequestError
 from governed_evidence.logging import get_logger
 from governed_evidence.search import reading, sql
-from governed_evidence.search.candidates import RowCache
+from governed_evidence.search.candidates import Pool, RowCache
 from governed_evidence.search.gate import GateThresholds
 from governed_evidence.search.held import HeldCopy
 from governed_evidence.search.impacts import ImpactCopier, ImpactIndex
@@ -170,8 +170,7 @@ class SearchService:
             search_mode, mode_reason = "keyword", unavailable
         if search_mode == "keyword" and mode == "semantic" and plan.tokens:
             keyword_ids = self._keyword.rank(conn, generation, plan, depth, cache, impacts)
-        semantic_ids: list[int] = []
-        distances: dict[int, float] = {}
+        semantic: list[tuple[int, float]] = []
         #: Every row's similarity, when the in-memory product computed them on this thread.
         every = None
         if search_mode in ("hybrid", "semantic") and query_vector is not None:
@@ -179,29 +178,27 @@ class SearchService:
                 nearest, every = matrix.knn_scored(query_vector, depth)
             if nearest is None:
                 nearest = sql.vector_ranking(conn, level, query_vector.tobytes(), depth)
-            for pid, distance in nearest:
-                semantic_ids.append(pid)
-                distances[pid] = distance
+            semantic = nearest
         watch.mark("semantic")
 
-        cache.fetch(set(keyword_ids) | set(semantic_ids))
-        keyword_ids = [p for p in keyword_ids if p in cache.visible]
-        semantic_ids = [p for p in semantic_ids if p in cache.visible]
-        cache.keep_only(set(keyword_ids) | set(semantic_ids))
+        pool = Pool.of(keyword_ids, semantic, cache)
+        if len(cache.visible) > len(pool):
+            cache.keep_only(set(pool.ids.tolist()))
         if query_vector is not None:
-            missing = [p for p in cache.visible if p not in distances]
+            # In the order the passages were found visible (ascending, unless the FTS5 re-scoring
+            # found some first): a row's product can differ in the last bit with its position in
+            # the gathered block, and this is the order the distances have always been taken in.
+            unmeasured = set(pool.unmeasured())
+            missing = [pid for pid in cache.visible if pid in unmeasured]
             if matrix is not None:
-                distances.update(matrix.distances(query_vector, missing, every))
+                pool.measured(matrix.distances(query_vector, missing, every))
             else:
-                distances.update(sql.cosine_distances(conn, query_vector.tobytes(), missing))
+                pool.measured(sql.cosine_distances(conn, query_vector.tobytes(), missing))
         watch.mark("rows")
         candidates = assemble(
             search_mode,
-            keyword_ids,
-            semantic_ids,
-            distances=distances,
-            coverage=coverage(plan, cache, impacts),
-            documents=cache.visible,
+            pool,
+            coverage=coverage(plan, cache, impacts, pool.ids),
             cache=cache,
             model_id=meta.embedding_model,
         )

@@ -59,11 +59,18 @@ class VisibleRows:
         (as :func:`sql.passage_documents` returns them); any other id is simply not found."""
         # Sorted, not made unique: a repeated id is the same key again, and np.unique costs 4x.
         wanted = np.sort(np.fromiter(passage_ids, dtype=np.int64))
-        if wanted.shape[0] == 0 or self.rows == 0:
-            return {}
-        where = np.minimum(np.searchsorted(self.ids, wanted), self.rows - 1)
-        found = self.ids[where] == wanted
-        return dict(zip(wanted[found].tolist(), self.document_ids[where[found]].tolist(), strict=True))
+        documents = self.documents_at(wanted)
+        found = documents >= 0
+        return dict(zip(wanted[found].tolist(), documents[found].tolist(), strict=True))
+
+    def documents_at(self, passage_ids: np.ndarray) -> np.ndarray:
+        """The document id of each of ``passage_ids`` (int64, any order, repeats allowed), -1
+        where it is not visible (document ids are rowids, never negative)."""
+        if passage_ids.shape[0] == 0 or self.rows == 0:
+            return np.full(passage_ids.shape[0], -1, dtype=np.int64)
+        where = np.minimum(np.searchsorted(self.ids, passage_ids), self.rows - 1)
+        documents: np.ndarray = np.where(self.ids[where] == passage_ids, self.document_ids[where], -1)
+        return documents
 
 
 def load_visible_rows(

@@ -7,10 +7,11 @@ import random
 from pathlib import Path
 
 import apsw
+import numpy as np
 
 from governed_evidence.config import Classification
 from governed_evidence.search import sql
-from governed_evidence.search.candidates import PassageHead, RowCache
+from governed_evidence.search.candidates import PassageHead, Pool, RowCache
 from governed_evidence.search.diversity import documents_first
 from governed_evidence.search.rows import label, served_status
 from governed_evidence.search.service import SearchService
@@ -104,3 +105,44 @@ def test_a_search_leaves_no_reference_cycle_behind(built_index: Path, hash_embed
         service.reader.close()
     assert answered > 0  # the searches found passages (heads, rows and candidates were made)
     assert ours == []
+
+
+class _Ceiling:
+    """What a pool asks of its cache: each id's document (its id // 10) when visible, else -1."""
+
+    def __init__(self, visible: set[int]) -> None:
+        self.visible_ids = visible
+        self.asked: list[list[int]] = []
+
+    def documents_of(self, ids: np.ndarray) -> np.ndarray:
+        self.asked.append(ids.tolist())
+        return np.asarray([pid // 10 if pid in self.visible_ids else -1 for pid in ids.tolist()], dtype=np.int64)
+
+
+def test_a_pool_holds_each_visible_passage_once_with_where_each_ranking_put_it() -> None:
+    cache = _Ceiling({3, 5, 8, 13, 21})
+    pool = Pool.of([21, 4, 5, 3], [(5, 0.25), (13, 0.5), (99, 0.75), (8, 0.125)], cache)  # type: ignore[arg-type]
+    # Every listed id asked once, ascending: the order the cache remembers visible passages in.
+    assert cache.asked == [[3, 4, 5, 8, 13, 21, 99]]
+    assert pool.ids.tolist() == [3, 5, 8, 13, 21]
+    assert pool.documents.tolist() == [0, 0, 0, 1, 2]
+    # Each ranking's visible passages, best first; 4 and 99 are above the ceiling.
+    assert pool.ids[pool.keyword].tolist() == [21, 5, 3]
+    assert pool.ids[pool.semantic].tolist() == [5, 13, 8]
+    assert dict(zip(pool.ids[pool.semantic].tolist(), pool.distance[pool.semantic].tolist(), strict=True)) == {
+        5: 0.25,
+        13: 0.5,
+        8: 0.125,
+    }
+    assert pool.unmeasured() == [3, 21]
+    pool.measured({21: 0.875, 3: 0.0625})
+    assert pool.unmeasured() == []
+    assert pool.distance.tolist() == [0.0625, 0.25, 0.125, 0.5, 0.875]
+
+
+def test_a_pool_of_nothing_visible_is_empty() -> None:
+    for keyword, nearest in (([], []), ([7], [(9, 0.5)])):
+        pool = Pool.of(keyword, nearest, _Ceiling(set()))  # type: ignore[arg-type]
+        assert len(pool) == 0
+        assert (pool.keyword.shape, pool.semantic.shape, pool.distance.shape) == ((0,), (0,), (0,))
+        assert pool.unmeasured() == []

@@ -10,12 +10,13 @@ from __future__ import annotations
 import random
 from itertools import pairwise
 
+import numpy as np
 import pytest
 
 from governed_evidence.search.diversity import documents_first
 from governed_evidence.search.fusion import COVERAGE_EXPONENT, RRF_K, Fused, fuse
 from governed_evidence.search.gate import Signals
-from governed_evidence.search.ranking import FUSION_WEIGHT, Candidate, confident_first
+from governed_evidence.search.ranking import FUSION_WEIGHT, Candidate, confident_first, confident_order
 from governed_evidence.search.rows import Passage
 
 SEED = 20240611
@@ -235,3 +236,78 @@ def test_without_a_fused_score_the_order_is_by_confidence() -> None:
     a, b = _scored(1, 0.0, 0.3), _scored(2, 0.0, 0.7)
     assert _pids(confident_first([a, b], 2, FUSION_WEIGHT)) == [2, 1]
     assert confident_first([], 10, FUSION_WEIGHT) == []
+
+
+def _fused_one_passage_at_a_time(
+    keyword: list[int], semantic: list[int], coverage: dict[int, float], k: int
+) -> list[tuple[int, str, int | None, int | None]]:
+    """RRF in dictionaries, a passage at a time, sorted by the documented tie rule: the oracle
+    the array fusion must equal bit for bit (each score as its exact hex form)."""
+    scores: dict[int, float] = {}
+    keyword_ranks: dict[int, int] = {}
+    semantic_ranks: dict[int, int] = {}
+    for rank, pid in enumerate(keyword, start=1):
+        keyword_ranks[pid] = rank
+        scores[pid] = scores.get(pid, 0.0) + coverage.get(pid, 0.0) ** COVERAGE_EXPONENT / (k + rank)
+    for rank, pid in enumerate(semantic, start=1):
+        semantic_ranks[pid] = rank
+        scores[pid] = scores.get(pid, 0.0) + 1.0 / (k + rank)
+    big = len(keyword) + len(semantic) + 1
+    ids = sorted(scores, key=lambda p: (-scores[p], semantic_ranks.get(p, big), keyword_ranks.get(p, big), p))
+    return [(p, scores[p].hex(), keyword_ranks.get(p), semantic_ranks.get(p)) for p in ids]
+
+
+def test_the_array_fusion_equals_fusion_a_passage_at_a_time_bit_for_bit() -> None:
+    rng = random.Random(SEED)
+    ties = 0
+    for _ in range(CASES * 5):
+        pool = rng.sample(range(1, 400), 90)
+        keyword = pool[: rng.randint(0, 50)]
+        semantic = rng.sample(pool[20:], rng.randint(0, 50))
+        # Few distinct coverages, and k = 0 or 1, make exact ties that the tie rule must break.
+        coverage = {p: rng.choice([0.0, 0.25, 1.0, rng.random()]) for p in pool}
+        k = rng.choice([0, 1, RRF_K])
+        expected = _fused_one_passage_at_a_time(keyword, semantic, coverage, k)
+        got = [
+            (f.passage_id, f.score.hex(), f.keyword_rank, f.semantic_rank)
+            for f in fuse(keyword, semantic, coverage, k=k)
+        ]
+        assert got == expected
+        ties += sum(a[1] == b[1] for a, b in pairwise(expected))
+    assert ties > 100
+
+
+def test_a_ranking_that_lists_a_passage_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="more than once"):
+        fuse([1, 2, 1], [3], {})
+    with pytest.raises(ValueError, match="more than once"):
+        fuse([1], [3, 3], {})
+
+
+def _confident_order_by_sorted(confidence: list[float], fused: list[float], depth: int, weight: float) -> list[int]:
+    """The hybrid order one key at a time, by Python's stable sort: the oracle of the array one."""
+    head = range(min(depth, len(confidence)))
+    best = max((fused[i] for i in head), default=0.0) if weight else 0.0
+    if best <= 0.0:
+        keys = [-confidence[i] for i in head]
+    else:
+        scale = weight / best
+        keys = [-(confidence[i] + scale * fused[i]) for i in head]
+    return [*sorted(head, key=keys.__getitem__), *range(len(head), len(confidence))]
+
+
+def test_the_hybrid_order_equals_a_stable_sort_of_the_same_keys() -> None:
+    rng = random.Random(SEED)
+    equal_keys = 0
+    for _ in range(CASES * 5):
+        n = rng.randint(0, 110)
+        # Confidences at two places and fused scores from a few values: many equal keys.
+        confidence = [round(rng.random(), 2) for _ in range(n)]
+        fused = [rng.choice([0.0, 1 / 61, 1 / 62, 2 / 61, rng.random() / 30]) for _ in range(n)]
+        depth = rng.choice([0, 5, 100])
+        weight = rng.choice([0.0, FUSION_WEIGHT])
+        expected = _confident_order_by_sorted(confidence, fused, depth, weight)
+        assert confident_order(confidence, fused, depth, weight) == expected
+        assert confident_order(np.asarray(confidence), np.asarray(fused), depth, weight) == expected
+        equal_keys += n - len(set(zip(confidence[:depth], fused[:depth], strict=True)))
+    assert equal_keys > 100

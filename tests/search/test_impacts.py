@@ -118,7 +118,7 @@ def _tokenised(conn: object, level: Classification, ids: list[int]) -> dict[int,
     return out
 
 
-#: held_weight's two ways: every row's sum at once (small indexes), or per stem for the ids asked.
+#: held_weights's two ways: every row's sum at once (small indexes), or per stem for the ids asked.
 HELD_WAYS = pytest.mark.parametrize("dense_rows", [impacts_module.DENSE_COVERAGE_ROWS, 0], ids=["dense", "per-stem"])
 
 
@@ -137,14 +137,15 @@ def test_stems_held_equal_the_rows_tokenised(
         _, phrases = _phrases(conn, query)
         stems = list(dict.fromkeys(p for p in phrases if p))
         # Stem i weighs 2**i: a passage's sum names exactly the stems it holds.
-        held = impacts.held_weight({stem: 2.0**i for i, stem in enumerate(stems)}, ids)
+        weights = impacts.held_weights({stem: 2.0**i for i, stem in enumerate(stems)}, np.asarray(ids, dtype=np.int64))
+        held = dict(zip(ids, weights.tolist(), strict=True))
         for pid in ids:
             found = {stem for i, stem in enumerate(stems) if int(held[pid]) >> i & 1}
             assert found == terms[pid] & set(stems), (query, pid)
 
 
 @HELD_WAYS
-def test_held_weight_sums_the_weights_of_the_stems_each_row_holds(
+def test_held_weights_sums_the_weights_of_the_stems_each_row_holds(
     built_index: Path, dense_rows: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(impacts_module, "DENSE_COVERAGE_ROWS", dense_rows)
@@ -159,18 +160,19 @@ def test_held_weight_sums_the_weights_of_the_stems_each_row_holds(
         _, phrases = _phrases(conn, query)
         stems = [*dict.fromkeys(p for p in phrases if p), "zzznotaterm"]
         weights = {stem: 1.0 + 0.5 * i + 0.01 * n for i, stem in enumerate(stems)}
-        got = impacts.held_weight(weights, ids)
-        assert set(got) == set(ids)
+        sums = impacts.held_weights(weights, np.asarray(ids, dtype=np.int64))
+        assert sums.shape == (len(ids),)
+        got = dict(zip(ids, sums.tolist(), strict=True))
         for pid in ids:
-            # Added in the weights' order, as held_weight adds them: equal to the last bit.
+            # Added in the weights' order, as held_weights adds them: equal to the last bit.
             expected = 0.0
             for stem in stems:
                 expected += weights[stem] if stem in terms[pid] else 0.0
             assert got[pid] == expected, (query, pid)
             checked += expected > 0
     assert checked > 0
-    assert impacts.held_weight({}, ids) == dict.fromkeys(ids, 0.0)
-    assert impacts.held_weight({"security": 1.0}, []) == {}
+    assert impacts.held_weights({}, np.asarray(ids, dtype=np.int64)).tolist() == [0.0] * len(ids)
+    assert impacts.held_weights({"security": 1.0}, np.zeros(0, dtype=np.int64)).shape == (0,)
 
 
 def test_scores_equal_one_add_per_phrase_to_the_last_bit(built_index: Path) -> None:

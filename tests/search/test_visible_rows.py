@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import apsw
+import numpy as np
 import pytest
 
 from governed_evidence.config import Classification
@@ -133,4 +134,30 @@ def test_a_load_stops_when_cancelled(built_index: Path, monkeypatch: pytest.Monk
     conn = connect(built_index, readonly=True)
     assert load_visible_rows(conn, Classification.RESTRICTED, cancelled=lambda: True) is None
     assert load_visible_rows(conn, Classification.RESTRICTED, cancelled=lambda: False) is not None
+    conn.close()
+
+
+@pytest.mark.parametrize("level", list(Classification))
+def test_documents_of_answers_as_sql_with_or_without_the_held_rows(built_index: Path, level: Classification) -> None:
+    conn = connect(built_index, readonly=True)
+    held = load_visible_rows(conn, level)
+    assert held is not None
+    known = [pid for pid, *_ in _passages(conn)]
+    expected = {
+        pid: document
+        for pid, document, classification, searchable in _passages(conn)
+        if classification <= level and searchable
+    }
+    rng = random.Random(int(level))
+    for _ in range(20):
+        # Any order, repeats, ids that do not exist (0, beyond the last, negative).
+        ids = np.asarray(rng.choices([*known, 0, -3, max(known) + 7], k=rng.randint(0, 40)), dtype=np.int64)
+        answers = []
+        for copy in (held, None):
+            cache = RowCache(conn, level, covering=True, held=copy)
+            documents = cache.documents_of(ids)
+            assert documents.tolist() == [expected.get(pid, -1) for pid in ids.tolist()]
+            answers.append(list(cache.visible.items()))
+        # Both remember the same visible passages, in the same order.
+        assert answers[0] == answers[1]
     conn.close()
