@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,9 +19,9 @@ __all__ = [
     "RRF_K",
     "Fused",
     "FusedColumns",
+    "Fusion",
     "fuse",
     "fuse_union",
-    "fused_columns",
 ]
 
 RRF_K = 60
@@ -46,7 +47,7 @@ class Fused:
 
 @dataclass(slots=True)
 class FusedColumns:
-    """:func:`fused_columns`'s result: one entry per fused passage, best first, column by column
+    """:meth:`Fusion.columns`' result: one entry per fused passage, best first, column by column
     (a search builds a :class:`Fused` only for what it serves)."""
 
     ids: list[int]
@@ -58,6 +59,28 @@ class FusedColumns:
         return Fused(self.ids[i], self.scores[i], self.keyword_ranks[i], self.semantic_ranks[i])
 
 
+class Fusion(NamedTuple):
+    """:func:`fuse_union`'s result, one entry per fused passage, best first."""
+
+    #: Each passage's position in the fused set.
+    at: np.ndarray
+    scores: np.ndarray
+    #: Each passage's rank in either ranking; one more than the passages where it is absent.
+    keyword_ranks: np.ndarray
+    semantic_ranks: np.ndarray
+
+    def columns(self, ids: np.ndarray) -> FusedColumns:
+        """As columns of Python values, with the passage ids of ``ids`` (by position) and the
+        ranks of absent passages as ``None``."""
+        absent = self.at.shape[0] + 1
+        return FusedColumns(
+            ids[self.at].tolist(),
+            self.scores.tolist(),
+            [None if rank == absent else rank for rank in self.keyword_ranks.tolist()],
+            [None if rank == absent else rank for rank in self.semantic_ranks.tolist()],
+        )
+
+
 def fuse_union(
     size: int,
     keyword: np.ndarray,
@@ -67,21 +90,20 @@ def fuse_union(
     k: int = RRF_K,
     keyword_weight: float = 1.0,
     semantic_weight: float = 1.0,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> Fusion:
     """RRF over ``size`` passages, each held once: ``keyword`` and ``semantic`` are the two
     rankings as positions (best first, a position at most once in each), ``coverage`` each
     position's keyword coverage.
 
-    Returns, best first, each fused passage's position, its score, and its keyword and semantic
-    ranks (``size + 1`` where a ranking does not hold it). Ties break on the semantic rank, then
-    the keyword rank, then the position: with positions in ascending passage id, the order of
-    :func:`fuse`. A search fuses its ~90 candidates as arrays: a third of the time of the
-    per-passage dictionaries this replaced, and the same scores, bit for bit.
+    Ties break on the semantic rank, then the keyword rank, then the position: with positions
+    in ascending passage id, the order of :func:`fuse`. A search fuses its ~90 candidates as
+    arrays, in about half the time of the per-passage dictionaries this replaced (22 against
+    47 µs at 10k), with the same scores bit for bit.
     """
-    none = size + 1
-    keyword_ranks = np.full(size, none, dtype=np.int64)
+    absent = size + 1
+    keyword_ranks = np.full(size, absent, dtype=np.int64)
     keyword_ranks[keyword] = np.arange(1, keyword.shape[0] + 1)
-    semantic_ranks = np.full(size, none, dtype=np.int64)
+    semantic_ranks = np.full(size, absent, dtype=np.int64)
     semantic_ranks[semantic] = np.arange(1, semantic.shape[0] + 1)
     scores = np.zeros(size, dtype=np.float64)
     # Python's power (C's pow), not numpy's: numpy's square root differs from it in the last
@@ -93,21 +115,8 @@ def fuse_union(
     # 0.0 + the keyword share + the semantic share: the sum the dictionaries added, in that order.
     scores[semantic] += semantic_weight / (k + np.arange(1, semantic.shape[0] + 1))
     # lexsort's last key leads, and it is stable: equal keys stay in position order.
-    order = np.lexsort((keyword_ranks, semantic_ranks, -scores))
-    return order, scores[order], keyword_ranks[order], semantic_ranks[order]
-
-
-def fused_columns(
-    ids: np.ndarray, order: np.ndarray, scores: np.ndarray, keyword_ranks: np.ndarray, semantic_ranks: np.ndarray
-) -> FusedColumns:
-    """:func:`fuse_union`'s result as columns of Python values (ranks ``None`` where absent)."""
-    none = ids.shape[0] + 1
-    return FusedColumns(
-        ids[order].tolist(),
-        scores.tolist(),
-        [None if rank == none else rank for rank in keyword_ranks.tolist()],
-        [None if rank == none else rank for rank in semantic_ranks.tolist()],
-    )
+    at = np.lexsort((keyword_ranks, semantic_ranks, -scores))
+    return Fusion(at, scores[at], keyword_ranks[at], semantic_ranks[at])
 
 
 def fuse(
@@ -125,7 +134,7 @@ def fuse(
         raise ValueError("a ranking lists a passage more than once")
     ids, where = np.unique(np.asarray([*keyword, *semantic], dtype=np.int64), return_inverse=True)
     shares = np.asarray([coverage.get(pid, 0.0) for pid in ids.tolist()], dtype=np.float64)
-    fused = fuse_union(
+    fusion = fuse_union(
         ids.shape[0],
         where[: len(keyword)],
         where[len(keyword) :],
@@ -134,5 +143,5 @@ def fuse(
         keyword_weight=keyword_weight,
         semantic_weight=semantic_weight,
     )
-    columns = fused_columns(ids, *fused)
+    columns = fusion.columns(ids)
     return [columns.item(i) for i in range(len(columns.ids))]

@@ -22,7 +22,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from governed_evidence.search.candidates import PassageHead, Pool, RowCache
-from governed_evidence.search.fusion import Fused, FusedColumns, fuse_union, fused_columns
+from governed_evidence.search.fusion import Fused, FusedColumns, fuse_union
 from governed_evidence.search.gate import (
     GateOutcome,
     Signals,
@@ -179,12 +179,12 @@ def assemble(
     pooled passage's keyword coverage); ``cache`` gives a passage's row when it is served."""
     size = len(pool)
     if search_mode == "keyword":
-        fused = fuse_union(size, pool.keyword, _NONE, np.ones(size))
+        fusion = fuse_union(size, pool.keyword, _NONE, np.ones(size))
     elif search_mode == "semantic":
-        fused = fuse_union(size, _NONE, pool.semantic, coverage)
+        fusion = fuse_union(size, _NONE, pool.semantic, coverage)
     else:
-        fused = fuse_union(size, pool.keyword, pool.semantic, coverage)
-    at = fused[0]
+        fusion = fuse_union(size, pool.keyword, pool.semantic, coverage)
+    at = fusion.at
     background = background_similarity((1.0 - pool.distance[pool.semantic]).tolist())
     similarity = 1.0 - pool.distance[at]
     missing = np.isnan(similarity)
@@ -195,12 +195,12 @@ def assemble(
         # RRF picks the candidates; they are ordered mostly by the same calibrated confidence
         # the gate uses (paraphrase hit@3 0.76 -> 0.81 on the tuning slices against fused
         # order), with the fused score beside it (FUSION_WEIGHT).
-        order = confident_order(scores, fused[1], RERANK_DEPTH, FUSION_WEIGHT)
+        order = confident_order(scores, fusion.scores, RERANK_DEPTH, FUSION_WEIGHT)
     similarities: list[float | None] = similarity.tolist()
     for i in np.flatnonzero(missing).tolist():
         similarities[i] = None
     return Columns(
-        fused_columns(pool.ids, *fused),
+        fusion.columns(pool.ids),
         similarities,
         covered.tolist(),
         scores,
@@ -240,13 +240,14 @@ def confident_order(
     count = len(confidence)
     head = min(depth, count)
     confident = np.asarray(confidence[:head], dtype=np.float64)
-    best = float(np.max(np.asarray(fused[:head], dtype=np.float64))) if fusion_weight and head else 0.0
+    keys = -confident
     # Each key as Python computed it one candidate at a time (the same operations in the same
     # order, so the same floats), sorted by a stable sort as sorted() sorts: the same order.
-    if best <= 0.0:
-        keys = -confident
-    else:
-        keys = -(confident + (fusion_weight / best) * np.asarray(fused[:head], dtype=np.float64))
+    if fusion_weight and head:
+        scored = np.asarray(fused[:head], dtype=np.float64)
+        best = float(scored.max())
+        if best > 0.0:
+            keys = -(confident + (fusion_weight / best) * scored)
     ordered: list[int] = np.argsort(keys, kind="stable").tolist()
     return [*ordered, *range(head, count)]
 
