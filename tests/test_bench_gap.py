@@ -1,15 +1,19 @@
-"""benchmarks.gap: its retrieval-only part ranks what the search's own two rankings return."""
+"""benchmarks.gap: its retrieval-only part ranks what the search's own two rankings return, and its
+served part serves those passages as a search serves what it keeps."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
-from benchmarks.gap import retrieval_rrf
+from benchmarks.gap import retrieval_rrf, served_rrf
 from benchmarks.peers import rrf
 from governed_evidence.config import Classification
 from governed_evidence.errors import IndexUnavailableError
+from governed_evidence.search import sql
+from governed_evidence.search.plan import searched_level
 from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder, ungated_service
 
 
@@ -39,4 +43,29 @@ def test_the_retrieval_part_needs_the_copies_held(built_index: Path, hash_embedd
     service = ungated_service(built_index, hash_embedder, Classification.PUBLIC)
     with pytest.raises(IndexUnavailableError, match="held in memory"):
         retrieval_rrf(service, SMALL_CORPUS_QUERIES[0])
+    service.close()
+
+
+@pytest.mark.parametrize("ceiling", [Classification.PUBLIC, Classification.RESTRICTED])
+def test_the_served_part_serves_the_retrieval_parts_passages_as_a_search_does(
+    built_index: Path, hash_embedder: HashEmbedder, ceiling: Classification
+) -> None:
+    service = ungated_service(built_index, hash_embedder, ceiling)
+    service.warm()
+    _, conn, meta = service.reader.snapshot()
+    level = searched_level(ceiling, meta)
+    for query in SMALL_CORPUS_QUERIES:
+        fused = retrieval_rrf(service, query, depth=50, limit=10)
+        rows = sql.passages_by_id(conn, level, set(fused))
+        with structlog.testing.capture_logs() as events:
+            response = served_rrf(service, query, depth=50, limit=10)
+        # The same passages in the same order, each cited as a search cites it, within the ceiling.
+        assert [r.citation_id for r in response.results] == [rows[pid].citation_id for pid in fused]
+        assert [r.text for r in response.results] == [rows[pid].text for pid in fused]
+        assert all(Classification[r.classification.upper()] <= ceiling for r in response.results)
+        assert response.status == ("OK" if fused else "NO_RELEVANT_CONTEXT")
+        assert response.ceiling == ceiling.label and response.gate == "off"
+        # And the search's log line, with what it served.
+        lines = [e for e in events if e["event"] == "search"]
+        assert len(lines) == 1 and lines[0]["results"] == len(fused)
     service.close()
