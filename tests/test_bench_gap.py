@@ -3,6 +3,7 @@ served part serves those passages as a search serves what it keeps."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,21 @@ from governed_evidence.config import Classification
 from governed_evidence.errors import IndexUnavailableError
 from governed_evidence.search import sql
 from governed_evidence.search.plan import searched_level
+from governed_evidence.search.service import SearchService
 from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder, ungated_service
 
 
-@pytest.mark.parametrize("ceiling", [Classification.PUBLIC, Classification.RESTRICTED])
-def test_the_retrieval_part_fuses_the_searchs_own_two_rankings(
-    built_index: Path, hash_embedder: HashEmbedder, ceiling: Classification
-) -> None:
-    service = ungated_service(built_index, hash_embedder, ceiling)
+@pytest.fixture(params=[Classification.PUBLIC, Classification.RESTRICTED], ids=lambda c: c.label)
+def held(built_index: Path, hash_embedder: HashEmbedder, request: pytest.FixtureRequest) -> Iterator[SearchService]:
+    """The gate-off service at each ceiling, its copies held (as the benchmark runs it)."""
+    service = ungated_service(built_index, hash_embedder, request.param)
     service.warm()
+    yield service
+    service.close()
+
+
+def test_the_retrieval_part_fuses_the_searchs_own_two_rankings(held: SearchService) -> None:
+    service = held
     compared = 0
     for query in [*SMALL_CORPUS_QUERIES, "zzznotaword"]:
         candidates = service.rank(query, "hybrid", depth=50).candidates
@@ -36,7 +43,6 @@ def test_the_retrieval_part_fuses_the_searchs_own_two_rankings(
         assert retrieval_rrf(service, query, depth=50, limit=10) == expected
         compared += bool(keyword)
     assert compared >= 2  # queries with a keyword side to compare, not only semantic ones
-    service.close()
 
 
 def test_the_retrieval_part_needs_the_copies_held(built_index: Path, hash_embedder: HashEmbedder) -> None:
@@ -46,12 +52,8 @@ def test_the_retrieval_part_needs_the_copies_held(built_index: Path, hash_embedd
     service.close()
 
 
-@pytest.mark.parametrize("ceiling", [Classification.PUBLIC, Classification.RESTRICTED])
-def test_the_served_part_serves_the_retrieval_parts_passages_as_a_search_does(
-    built_index: Path, hash_embedder: HashEmbedder, ceiling: Classification
-) -> None:
-    service = ungated_service(built_index, hash_embedder, ceiling)
-    service.warm()
+def test_the_served_part_serves_the_retrieval_parts_passages_as_a_search_does(held: SearchService) -> None:
+    service, ceiling = held, held.ceiling
     _, conn, meta = service.reader.snapshot()
     level = searched_level(ceiling, meta)
     for query in SMALL_CORPUS_QUERIES:
@@ -68,4 +70,3 @@ def test_the_served_part_serves_the_retrieval_parts_passages_as_a_search_does(
         # And the search's log line, with what it served.
         lines = [e for e in events if e["event"] == "search"]
         assert len(lines) == 1 and lines[0]["results"] == len(fused)
-    service.close()
