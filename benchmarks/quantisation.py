@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import numpy as np
@@ -65,7 +65,7 @@ def run_quantisation(db: Path, queries: int = 300, oversample: tuple[int, ...] =
     def rescore(q: np.ndarray, ids: list[int]) -> list[int]:
         marks = ",".join("?" * len(ids))
         rows = conn.execute(f"SELECT id, v FROM fvec WHERE id IN ({marks})", ids).fetchall()
-        cand = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        cand = np.frombuffer(b"".join(cast(bytes, r[1]) for r in rows), dtype=np.float32).reshape(len(rows), dim)
         order = np.argsort(-(cand @ q))[:50]
         return [int(rows[i][0]) for i in order]
 

@@ -60,10 +60,12 @@ T = TypeVar("T")
 
 
 def reordered(candidates: Sequence[Scored], depth: int) -> tuple[Scored, ...]:
-    """``candidates`` (in fused order) reordered at ``depth`` by the product's own function."""
-    from governed_evidence.search.ranking import confident_first
+    """``candidates`` (in fused order) reordered at ``depth`` by the product's own function (by
+    confidence alone: the fused scores are not read)."""
+    from governed_evidence.search.ranking import confident_order
 
-    return tuple(confident_first(candidates, depth))
+    order = confident_order([c.confidence for c in candidates], [], depth, 0.0)
+    return tuple(candidates[i] for i in order)
 
 
 def at_depth(questions: Sequence[Ranked], depth: int) -> list[Ranked]:
@@ -132,15 +134,15 @@ def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[Ra
     return out
 
 
-def _scored(candidate: Any) -> Scored:
+def scored(candidate: Any) -> Scored:
     return Scored(candidate.document, candidate.confidence)
 
 
 def rank_scifact(
-    dataset: Path, db: Path, split: str, embedder: Any, record: Callable[[Any], T] = _scored
+    dataset: Path, db: Path, split: str, embedder: Any, record: Callable[[Any], T]
 ) -> list[tuple[tuple[T, ...], dict[str, int]]]:
     """Each query of ``split`` ranked as ``eval beir`` ranks it (gate off, its depth), in fused
-    order, each candidate kept as ``record`` makes it (its document and confidence unless told)."""
+    order, each candidate kept as ``record`` makes it (:func:`scored`: its document and confidence)."""
     from governed_evidence.config import Classification
     from governed_evidence.evaluation.beir import RANK_DEPTH, load_qrels, queries_of
     from governed_evidence.search.service import SearchService
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     scifact: dict[str, dict[int, float]] = {}
     if ns.scifact_db.is_file() and (ns.scifact / "queries.jsonl").is_file():
         for split in ("train", "test"):
-            queries = rank_scifact(ns.scifact, ns.scifact_db, split, embedder)
+            queries = rank_scifact(ns.scifact, ns.scifact_db, split, embedder, scored)
             scifact[split] = {d: scifact_ndcg(queries, d) for d in DEPTHS}
             print(f"[depth] SciFact {split}: ranked {len(queries)} queries", file=sys.stderr)
     else:
