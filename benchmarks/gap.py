@@ -46,7 +46,6 @@ import numpy as np
 from benchmarks.peers import CANDIDATES, CEILING, LIMIT, PEERS_DIR, interleaved, load_corpus, log_product_to, rrf
 from benchmarks.stats import latency, load_average, machine
 from governed_evidence.errors import IndexUnavailableError
-from governed_evidence.logging import get_logger
 from governed_evidence.search.candidates import RowCache
 from governed_evidence.search.fusion import Fused, FusedColumns
 from governed_evidence.search.gate import GateOutcome, Signals
@@ -54,16 +53,12 @@ from governed_evidence.search.impacts import ImpactCopier
 from governed_evidence.search.models import SearchResponse
 from governed_evidence.search.plan import plan_query, searched_level
 from governed_evidence.search.ranking import Candidate, Columns, Ranking
-from governed_evidence.search.results import search_response
 from governed_evidence.search.service import SearchService
 from governed_evidence.search.stages import Stopwatch
 from governed_evidence.search.vectors import VectorCopier
 from governed_evidence.search.visible_rows import VisibleRowsCopier
 
 __all__ = ["PARTS", "main", "retrieval_rrf", "served_rrf"]
-
-#: The search's own logger: the served part writes the line a search writes, where a search does.
-_SEARCH_LOG = get_logger("search")
 
 #: The project's four parts, in the order the JSON lists them.
 PARTS = ("project_search", "project_rank", "project_served_rrf", "project_retrieval_rrf")
@@ -87,9 +82,10 @@ def retrieval_rrf(service: SearchService, text: str, *, depth: int = CANDIDATES,
 def served_rrf(service: SearchService, text: str, *, depth: int = CANDIDATES, limit: int = LIMIT) -> SearchResponse:
     """:func:`retrieval_rrf`'s passages served as a search serves what its gate keeps: checked
     against the ceiling a second time, their rows read whole from the file, each made a cited result,
-    the response validated and the search's log line written. What a search would cost if the
-    candidates' signals (the pool's second ceiling check, distances, coverage, fusion,
-    confidences, order and the gate) cost nothing: the bound a faster signals step can reach."""
+    the response validated and the search's log line written (``SearchService.respond``, as a
+    search serves). What a search would cost if the candidates' signals (the pool's second
+    ceiling check, distances, coverage, fusion, confidences, order and the gate) cost nothing:
+    the bound a faster signals step can reach."""
     started = time.perf_counter()
     watch = Stopwatch()
     fused = retrieval_rrf(service, text, depth=depth, limit=limit)
@@ -106,28 +102,13 @@ def served_rrf(service: SearchService, text: str, *, depth: int = CANDIDATES, li
     watch.mark("served_rows")
     # No fused columns: the response reads them only to say why nothing matched.
     columns = Columns(FusedColumns([], [], [], []), [], [], [], None, [], [], cache)
-    ranking = Ranking("hybrid", "hybrid", None, columns, watch)
-    response = search_response(
-        ranking,
+    return service.respond(
+        Ranking("hybrid", "hybrid", None, columns, watch),
         GateOutcome(kept, 0, 0.0),
         threshold=service.thresholds.strict,
         confidence_level="strict",
-        gate_enabled=service.gate_enabled,
-        ceiling=service.ceiling.label,
-        today=service.clock(),
+        started=started,
     )
-    watch.mark("response")
-    _SEARCH_LOG.info(
-        "search",
-        mode="hybrid",
-        status=response.status,
-        results=len(response.results),
-        withheld=0,
-        ceiling=service.ceiling.label,
-        ms=round((time.perf_counter() - started) * 1000, 2),
-        stages_ms=watch.rounded(),
-    )
-    return response
 
 
 def run_gap(size: int, queries: int, passes: int, peers_dir: Path, parts: tuple[str, ...] = PARTS) -> dict[str, Any]:

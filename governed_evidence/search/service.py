@@ -26,7 +26,7 @@ from governed_evidence.errors import EmbedderError, IndexUnavailableError, Inval
 from governed_evidence.logging import get_logger
 from governed_evidence.search import reading, sql
 from governed_evidence.search.candidates import Pool, RowCache
-from governed_evidence.search.gate import GateThresholds
+from governed_evidence.search.gate import GateOutcome, GateThresholds
 from governed_evidence.search.held import HeldCopy
 from governed_evidence.search.impacts import ImpactCopier, ImpactIndex
 from governed_evidence.search.keyword import KeywordRanker, coverage
@@ -239,6 +239,27 @@ class SearchService:
             outcome, empty_reason = reranked.outcome, reranked.reason
             ranking = dataclasses.replace(ranking, mode_reason=reranked.mode_reason)
             ranking.watch.mark("rerank")
+        return self.respond(
+            ranking,
+            outcome,
+            threshold=threshold,
+            confidence_level=confidence_level,
+            started=started,
+            empty_reason=empty_reason,
+        )
+
+    def respond(
+        self,
+        ranking: Ranking,
+        outcome: GateOutcome[Candidate],
+        *,
+        threshold: float,
+        confidence_level: ConfidenceLevel,
+        started: float,
+        empty_reason: str | None = None,
+    ) -> SearchResponse:
+        """What the gate (and the reranker) kept, served: the cited response, validated, and the
+        search's log line (``started``: the search's ``time.perf_counter()`` at its start)."""
         response = search_response(
             ranking,
             outcome,
