@@ -2,11 +2,11 @@
 through the product.
 
 Hybrid search fuses its two rankings by RRF, then orders the fused candidates by
-``confidence + w * fused score / best fused score`` (``search/ranking.py``, ``FUSION_WEIGHT``);
+``confidence + w * fused score / best fused score`` (``search/candidates.py``, ``FUSION_WEIGHT``);
 at ``w = 0`` that is the confidence alone, as shipped before this measurement. Each question is
 ranked once in fused order (``SearchService.rank`` with the reordering off, the in-memory
 copies, as the server ranks), then ordered at every weight of :data:`WEIGHTS` by the product's
-own ``confident_first`` and served through its gate (``apply_gate``) at the shipped thresholds.
+own ``confident_order`` and served through its gate (``gate``) at the shipped thresholds.
 The order moves nothing the gate withholds, so abstention and false abstention are the same at
 every weight.
 
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.ranked import documented
 from benchmarks.rerank_depth import POLICY_KEYS, fused_order, rank_scifact, tuning_sets_parser
 from benchmarks.sentence_similarity import (
     SAMPLE_MIN_PAGE_AT_10,
@@ -63,9 +64,10 @@ class Item:
 
 def ordered(items: Sequence[Item], weight: float) -> list[Item]:
     """``items`` (in fused order) as the product orders them at ``weight``."""
-    from governed_evidence.search.ranking import RERANK_DEPTH, confident_first
+    from governed_evidence.search.candidates import RERANK_DEPTH, confident_order
 
-    return confident_first(items, RERANK_DEPTH, weight)
+    order = confident_order([i.confidence for i in items], [i.fused.score for i in items], RERANK_DEPTH, weight)
+    return [items[i] for i in order]
 
 
 def as_ranked(slice_: str, expected: frozenset[str], items: Sequence[Item], weight: float) -> Ranked:
@@ -115,7 +117,7 @@ def _rank_suite(suite: str, cache_dir: Path, embedder: Any) -> dict[str, list[tu
     for spec, _, questions, service in suite_services(suite, cache_dir, embedder, "fusion"):
         with fused_order():
             out[spec.name] = [
-                (q.slice, frozenset(q.expected), [_item(c) for c in service.rank(q.question).candidates])
+                (q.slice, frozenset(q.expected), [_item(c) for c in documented(service.rank(q.question))])
                 for q in questions
                 if q.slice in ("answerable", "paraphrase", "unanswerable")
             ]
@@ -136,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder
+    from governed_evidence.search.candidates import FUSION_WEIGHT
     from governed_evidence.search.gate import GateThresholds
-    from governed_evidence.search.ranking import FUSION_WEIGHT
 
     embedder = make_embedder(Settings())
     shipped = GateThresholds()

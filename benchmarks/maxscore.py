@@ -2,7 +2,7 @@
 
 For each generated index present, the SciFact queries' phrases are ranked (50 best, the
 impact lists of ceiling ``internal``) both ways, alternated query by query: every row scored
-(``ImpactIndex.every_row_top``, what a search does below the threshold) and MaxScore
+(``ImpactIndex.rank`` without pruning, what a search does below the threshold) and MaxScore
 (``search/maxscore.py``, scoring every row itself when pruning would not pay). Every ranking
 is compared: the two must be equal. ``PRUNED_ROWS`` in ``search/impacts.py`` is set from
 this: between the largest size measured at which MaxScore is slower and the smallest at which
@@ -27,13 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks.stats import latency, machine
 from governed_evidence.config import Classification
 from governed_evidence.search.impacts import ImpactIndex, load_impacts
 from governed_evidence.search.maxscore import pruned_top
 from governed_evidence.search.plan import plan_query
+from governed_evidence.search.tuning import DEFAULT_TUNING
 from governed_evidence.store.connection import connect, read_meta
 
 __all__ = ["compare", "main"]
@@ -49,16 +48,12 @@ def compare(impacts: ImpactIndex, queries: list[list[str]], depth: int = DEPTH) 
     answered = 0
     for phrases in queries:
         started = time.perf_counter()
-        expected = impacts.every_row_top(impacts.phrases(phrases), depth)
+        expected = impacts.rank(phrases, depth)
         middle = time.perf_counter()
-        held = impacts.phrases(phrases)
-        top = pruned_top(held, depth)
-        if top is None:
-            top = impacts.every_row_top(held, depth)
-        else:
-            answered += 1
+        top = impacts.rank(phrases, depth, essential_share=DEFAULT_TUNING.essential_share)
         ended = time.perf_counter()
-        if not np.array_equal(top, expected):
+        answered += pruned_top(impacts.phrases(phrases), depth, DEFAULT_TUNING.essential_share) is not None
+        if top != expected:
             raise AssertionError(f"MaxScore ranked {phrases} differently")
         every.append((middle - started) * 1000)
         pruned.append((ended - middle) * 1000)

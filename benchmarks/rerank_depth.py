@@ -1,7 +1,7 @@
 """How many of hybrid's fused candidates to reorder by confidence, measured through the product.
 
 Hybrid search fuses its two rankings by RRF, then orders the first ``RERANK_DEPTH`` fused
-candidates by the gate's calibrated confidence (``search/ranking.py``). With the depth at 20
+candidates by the gate's calibrated confidence (``search/candidates.py``). With the depth at 20
 that reordering gained policy paraphrases and cost SciFact about 0.01 nDCG@10
 (docs/evaluation.md). This measures the depth itself: each question is ranked once with no
 reordering (the fused order, each candidate with its confidence, through
@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from benchmarks.ranked import documented
 from benchmarks.sentence_similarity import (
     SAMPLE_MIN_PAGE_AT_10,
     Ranked,
@@ -62,7 +63,7 @@ T = TypeVar("T")
 def reordered(candidates: Sequence[Scored], depth: int) -> tuple[Scored, ...]:
     """``candidates`` (in fused order) reordered at ``depth`` by the product's own function (by
     confidence alone: the fused scores are not read)."""
-    from governed_evidence.search.ranking import confident_order
+    from governed_evidence.search.candidates import confident_order
 
     order = confident_order([c.confidence for c in candidates], [], depth, 0.0)
     return tuple(candidates[i] for i in order)
@@ -75,7 +76,7 @@ def at_depth(questions: Sequence[Ranked], depth: int) -> list[Ranked]:
 @contextlib.contextmanager
 def fused_order() -> Iterator[None]:
     """Rank without the confidence reordering (the depth is read when each ranking is assembled)."""
-    from governed_evidence.search import ranking
+    from governed_evidence.search import candidates as ranking
 
     shipped = ranking.RERANK_DEPTH
     ranking.RERANK_DEPTH = 0
@@ -153,7 +154,7 @@ def rank_scifact(
         with fused_order():
             return [
                 (
-                    tuple(record(c) for c in service.rank(text, "hybrid", depth=RANK_DEPTH).candidates),
+                    tuple(record(c) for c in documented(service.rank(text, "hybrid", depth=RANK_DEPTH))),
                     qrels[qid],
                 )
                 for qid, text in queries_of(dataset, qrels).items()
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from governed_evidence.config import Settings
     from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.search import ranking
+    from governed_evidence.search import candidates as ranking
     from governed_evidence.search.gate import GateThresholds
 
     embedder = make_embedder(Settings())

@@ -26,8 +26,8 @@ from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder, ModelIdentity, Vectors
 from governed_evidence.embeddings.minilm import MiniLMEmbedder
 from governed_evidence.search import sql
+from governed_evidence.search.candidates import CANDIDATES
 from governed_evidence.search.query import match_expression, query_tokens
-from governed_evidence.search.ranking import CANDIDATES
 from governed_evidence.search.service import SearchService
 
 __all__ = ["gate_off_service", "load_queries", "run_search", "time_each"]
@@ -113,19 +113,9 @@ def run_search(db: Path, dataset: Path, queries: int) -> dict[str, Any]:
     started = time.perf_counter()
     service.warm()
     result["vector_load_s"] = round(time.perf_counter() - started, 2)
-    held = service.vectors.matrix
+    held = service.vectors.copy
     result["vectors_in_memory_mb"] = round(held.nbytes / 2**20, 1) if held is not None else 0.0
-    result["vector_strategy"] = (
-        "none (vec0 KNN)"
-        if held is None
-        else (
-            "sign-code prefilter + exact rescoring"
-            if held.codes is not None
-            else "projected prefilter + exact rescoring"
-            if held.projection is not None
-            else "exact matrix product"
-        )
-    )
+    result["vector_strategy"] = "vec0 KNN" if held is None else held.strategy
     result["query_embed_ms"] = latency(embed_ms)
     statuses: dict[str, dict[str, int]] = {}
     for mode in ("keyword", "semantic", "hybrid"):

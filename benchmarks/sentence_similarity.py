@@ -9,7 +9,7 @@ While a corpus's questions are ranked (``SearchService.rank``, the in-memory cop
 server ranks), the in-memory vector copy ranks and scores by that similarity instead; fusion,
 the gate's confidence (which reads the similarity) and documents first run unchanged. Each
 question is ranked once per alpha; the gate is then applied for any threshold with the
-product's own :func:`apply_gate`, which is what ``search`` does with that threshold. Nothing
+product's own :func:`gate`, which is what ``search`` does with that threshold. Nothing
 here is part of the product: docs/evaluation.md says what it measured.
 
 Two comparisons, both on the tuning corpora only:
@@ -49,6 +49,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from benchmarks.ranked import documented
 
 if TYPE_CHECKING:
     from governed_evidence.embeddings.base import Embedder
@@ -121,8 +123,7 @@ def sentence_similarity(found: SentenceVectors, alpha: float, *, rescore: bool =
     vectors could afford per query: the sentences of about 90 candidates, not of every passage)."""
     from governed_evidence.search import vectors as held
 
-    # knn_scored is what a search calls (knn is its first half); both are covered by patching it.
-    original = held.VectorMatrix.knn_scored, held.VectorMatrix.distances
+    original = held.VectorMatrix.knn, held.VectorMatrix.distances
     positions: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     #: The last query's scores: a search ranks (knn) and then scores the candidates only the
     #: keyword side found (distances) with the same query vector.
@@ -142,22 +143,19 @@ def sentence_similarity(found: SentenceVectors, alpha: float, *, rescore: bool =
         last[key] = mixed_similarity(matrix.matrix @ unit, vecs @ unit, pos, alpha)
         return last[key]
 
-    def knn_scored(self: held.VectorMatrix, query: np.ndarray, k: int) -> tuple[list[tuple[int, float]], None]:
-        # No full product to hand on: distances() reads the mixed scores instead.
+    def knn(self: held.VectorMatrix, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         if self.rows == 0 or k <= 0:
-            return [], None
+            return []
         s = scores(self, query)
         if rescore:
-            nearest, _ = original[0](self, query, k)
+            nearest = original[0](self, query, k)
             top = np.searchsorted(self.ids, np.asarray([pid for pid, _ in nearest], dtype=np.int64))
         else:
             top = np.argpartition(-s, k - 1)[:k] if k < self.rows else np.arange(self.rows)
         order = top[np.lexsort((self.ids[top], -s[top]))]
-        return [(int(self.ids[i]), float(1.0 - s[i])) for i in order], None
+        return [(int(self.ids[i]), float(1.0 - s[i])) for i in order]
 
-    def distances(
-        self: held.VectorMatrix, query: np.ndarray, passage_ids: list[int], every: np.ndarray | None = None
-    ) -> dict[int, float]:
+    def distances(self: held.VectorMatrix, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
         if not passage_ids or self.rows == 0:
             return {}
         s = scores(self, query)
@@ -166,11 +164,11 @@ def sentence_similarity(found: SentenceVectors, alpha: float, *, rescore: bool =
         found_here = self.ids[pos] == wanted
         return {int(p): float(1.0 - s[i]) for p, i in zip(wanted[found_here], pos[found_here], strict=True)}
 
-    held.VectorMatrix.knn_scored, held.VectorMatrix.distances = knn_scored, distances  # type: ignore[method-assign]
+    held.VectorMatrix.knn, held.VectorMatrix.distances = knn, distances  # type: ignore[method-assign]
     try:
         yield
     finally:
-        held.VectorMatrix.knn_scored, held.VectorMatrix.distances = original  # type: ignore[method-assign]
+        held.VectorMatrix.knn, held.VectorMatrix.distances = original  # type: ignore[method-assign]
 
 
 #: Thresholds tried (the shipped ones are on this grid).
@@ -198,6 +196,11 @@ class Scored:
 
     document: str
     confidence: float
+
+    @property
+    def document_id(self) -> str:
+        """What the gate groups by (documents first)."""
+        return self.document
 
 
 @dataclass(frozen=True)
@@ -256,7 +259,7 @@ def ranked_questions(service: SearchService, questions: Iterable[Question]) -> l
         Ranked(
             q.slice,
             frozenset(q.expected),
-            tuple(Scored(c.document, c.confidence) for c in service.rank(q.question).candidates),
+            tuple(Scored(c.document, c.confidence) for c in documented(service.rank(q.question))),
         )
         for q in questions
         if q.slice in ("answerable", "paraphrase", "unanswerable")
@@ -269,9 +272,9 @@ def _documents(candidates: Iterable[Scored]) -> list[str]:
 
 def kept(question: Ranked, threshold: float, limit: int) -> list[Scored]:
     """What ``search`` serves at ``threshold``: the product's gate, documents first."""
-    from governed_evidence.search.gate import apply_gate
+    from governed_evidence.search.gate import gate
 
-    return apply_gate(question.candidates, threshold=threshold, enabled=True, limit=limit).kept
+    return gate(question.candidates, threshold=threshold, enabled=True, limit=limit).kept
 
 
 def figures(questions: Sequence[Ranked], strict: float, normal: float) -> dict[str, float]:

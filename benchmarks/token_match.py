@@ -13,7 +13,7 @@ passage vector, this keeps which question word found which passage word, so a pa
 restates one clause of a long passage is not diluted by the rest of it.
 
 What is measured, through the product's own ranking (``SearchService.rank``, the in-memory
-copies, as the server ranks) and gate (``apply_gate``):
+copies, as the server ranks) and gate (``gate``):
 
 * **separation**: area under the ROC curve of the best token score among the first ``--top``
   candidates, paraphrase against unanswerable and answerable against unanswerable, beside the
@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from benchmarks.ranked import documented
 from benchmarks.sentence_similarity import Ranked, Scored, choose, figures, suite_services, thresholds_for
 
 if TYPE_CHECKING:
@@ -175,11 +176,13 @@ def measure_corpus(
     for q in questions:
         if q.slice not in ("answerable", "paraphrase", "unanswerable"):
             continue
-        candidates = service.rank(q.question).candidates
+        ranking = service.rank(q.question)
+        candidates = documented(ranking)
         (query,) = encoder.vectors([q.question])
         weights = piece_weights(query.ids, encoder.pieces(query.ids), df, len(texts), STOPWORDS)
         # Embedded as the passage itself is: title, heading, then the text.
-        heads = [c.row for c in candidates[:top]]
+        rows = ranking.rows([c.candidate.passage_id for c in candidates[:top]])
+        heads = [rows[c.candidate.passage_id] for c in candidates[:top]]
         passages = encoder.vectors(
             [f"{r.title}. {r.heading}\n{r.text}" if r.heading else f"{r.title}\n{r.text}" for r in heads]
         )

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from governed_evidence.mcp.status import ServerStatus
     from governed_evidence.sdmx.deferred import DeferredSdmxService
     from governed_evidence.sdmx.service import SdmxService
+    from governed_evidence.search.copies import MemoryBudget
     from governed_evidence.search.levels import LevelServices
     from governed_evidence.search.service import SearchService
-    from governed_evidence.search.vectors import MemoryBudget
 
 __all__ = [
     "audit_sink",
@@ -70,8 +70,8 @@ def level_services(
     settings: Settings, *, db: Path, ceiling: Classification, embedder_factory: Callable[[], Embedder]
 ) -> LevelServices:
     """The services of a team server: one per level served, made on first use, one vector budget."""
+    from governed_evidence.search.copies import MemoryBudget
     from governed_evidence.search.levels import LevelServices
-    from governed_evidence.search.vectors import MemoryBudget
 
     budget = MemoryBudget(settings.vector_memory_mb * 2**20)
     return LevelServices(

@@ -33,11 +33,12 @@ def main() -> None:
             continue
         ranking = svc.rank(q["question"])
         rows = []
-        for c in ranking.candidates[: args.top]:
+        paths = ranking.document_paths()
+        for c, document in list(zip(ranking.candidates, paths, strict=True))[: args.top]:
             rows.append(
                 {
-                    "doc": c.document,
-                    "hit": c.document in q["expected"],
+                    "doc": document,
+                    "hit": document in q["expected"],
                     "sim": None if c.signals.similarity is None else round(c.signals.similarity, 3),
                     "cov": round(c.signals.coverage, 3),
                     "agree": c.signals.agreement,

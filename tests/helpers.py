@@ -254,8 +254,8 @@ def counting_maxscore(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
     answered: list[bool] = []
 
-    def counted(phrases: Sequence[maxscore.Phrase], depth: int) -> np.ndarray | None:
-        top = maxscore.pruned_top(phrases, depth)
+    def counted(phrases: Sequence[maxscore.Phrase], depth: int, essential_share: float) -> np.ndarray | None:
+        top = maxscore.pruned_top(phrases, depth, essential_share)
         answered.append(top is not None)
         return top
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.fusion_weight import WEIGHTS, Item, _Score, choose, ordered, rule, scifact_ndcg
-from governed_evidence.search import ranking
+from governed_evidence.search import candidates as ranking
 
 # In fused order: a is ranked best by both sides but least confident.
 A, B, C = Item("a", 0.40, _Score(0.032)), Item("b", 0.55, _Score(0.016)), Item("c", 0.60, _Score(0.008))
@@ -16,7 +16,8 @@ A, B, C = Item("a", 0.40, _Score(0.032)), Item("b", 0.55, _Score(0.016)), Item("
 def test_the_order_at_each_weight_is_the_products() -> None:
     assert [i.document for i in ordered([A, B, C], 0.0)] == ["c", "b", "a"]
     assert [i.document for i in ordered([A, B, C], ranking.FUSION_WEIGHT)] == ["a", "b", "c"]
-    assert ordered([A, B, C], 0.625) == ranking.confident_first([A, B, C], ranking.RERANK_DEPTH, 0.625)
+    order = ranking.confident_order([0.40, 0.55, 0.60], [0.032, 0.016, 0.008], ranking.RERANK_DEPTH, 0.625)
+    assert ordered([A, B, C], 0.625) == [[A, B, C][i] for i in order]
 
 
 def test_the_shipped_weight_and_confidence_alone_are_among_those_tried() -> None:

@@ -17,7 +17,7 @@ from benchmarks.rerank_depth import (
     score,
 )
 from benchmarks.sentence_similarity import Scored
-from governed_evidence.search import ranking
+from governed_evidence.search import candidates as ranking
 
 A, B, C, D = (Scored("a", 0.2), Scored("b", 0.9), Scored("c", 0.5), Scored("d", 0.9))
 

@@ -172,7 +172,7 @@ def run_beir(
         ndcg = recall = 0.0
         for qid, text in queries.items():
             ranking = service.rank(text, mode, depth=RANK_DEPTH)
-            ranked = [c.document for c in ranking.candidates]
+            ranked = ranking.document_paths()
             ndcg += ndcg_at_k(ranked, qrels[qid])
             recall += recall_at_k(ranked, qrels[qid])
         n = max(len(queries), 1)

@@ -43,7 +43,7 @@ from governed_evidence.search.limits import SearchMode
 # The CLI imports this module's parent on every command; the search service (and with it
 # numpy and the vector code) is imported when a suite runs.
 if TYPE_CHECKING:
-    from governed_evidence.search.ranking import Candidate
+    from governed_evidence.search.candidates import Candidate, Ranking
     from governed_evidence.search.rerank import Reranker
     from governed_evidence.search.service import SearchService
 
@@ -167,10 +167,15 @@ def _retrieval(label: str, questions: list[Question], service: SearchService, mo
         rank = answer_rank(q, normal.results)
         totals["normal_hit@3"] += rank is not None and rank <= 3
         totals["page@10"] += rank is not None
-        candidates = service.rank(q.question, mode).candidates[:50]
+        ranking = service.rank(q.question, mode)
+        paths = ranking.document_paths()[:50]
         # A candidate's row (its pages) is read only when its document is an expected one.
         found = next(
-            (i for i, c in enumerate(candidates) if c.document in q.expected and q.answered_by(c.document, _pages(c))),
+            (
+                i
+                for i, (c, path) in enumerate(zip(ranking.candidates, paths, strict=False))
+                if path in q.expected and q.answered_by(path, _pages(ranking, c))
+            ),
             None,
         )
         totals["recall@10"] += found is not None and found < 10
@@ -180,8 +185,8 @@ def _retrieval(label: str, questions: list[Question], service: SearchService, mo
     return report
 
 
-def _pages(candidate: Candidate) -> tuple[int, int] | None:
-    row = candidate.row
+def _pages(ranking: Ranking, candidate: Candidate) -> tuple[int, int] | None:
+    row = ranking.rows([candidate.passage_id])[candidate.passage_id]
     if row.page_start is None or row.page_end is None:
         return None
     return row.page_start, row.page_end

@@ -34,23 +34,12 @@ from governed_evidence.search.maxscore import Phrase, best_positions, pruned_top
 from governed_evidence.search.query import quote_token
 from governed_evidence.store.schema import fts_table, terms_table, vocab_table
 
-__all__ = ["DENSE_COVERAGE_ROWS", "POSTING_BYTES", "PRUNED_ROWS", "ImpactCopier", "ImpactIndex", "load_impacts"]
+__all__ = ["POSTING_BYTES", "ImpactCopier", "ImpactIndex", "load_impacts"]
 
 #: Bytes a posting costs: its row position (int32) and its impact (float32).
 POSTING_BYTES = 8
 #: Bytes a distinct term costs, about: its str key and int in the term dictionary, and its bound.
 _TERM_BYTES = 104
-#: Up to this many rows, coverage sums every row's held weights in one ``bincount`` over the
-#: query stems' postings (:meth:`ImpactIndex.held_weights`); above it, per stem, only for the
-#: candidates. Alone, for 90 candidates (median µs, 300 SciFact queries x 3, per stem against
-#: dense): 93 / 41 at 8,396 rows, 107 / 53 at 25,661, 158 / 111 at 83,752, 380 / 1,431 at
-#: 838,040. A whole search, the two alternated in one process (p50 / p95 ms): 1.255 / 1.435
-#: against 1.222 / 1.404 at 8,396 rows, equal at 25,661, and 2.415 / 2.908 against 2.497 / 3.013
-#: at 83,752, where writing every row's sum costs the rest of the search more than it saves.
-DENSE_COVERAGE_ROWS = 32_768
-#: From this many rows a query's top k is found by MaxScore (:mod:`maxscore`) instead of by
-#: scoring every row: the same ranking, measured faster from here.
-PRUNED_ROWS = 500_000
 #: Instance rows read between checks for a shutdown.
 _POLL_ROWS = 1 << 16
 
@@ -109,78 +98,51 @@ class ImpactIndex:
             out.append(Phrase(self.positions[lo:hi], self.impacts[lo:hi], idf, float(idf * self.bounds[t])))
         return out
 
-    def scores(self, phrases: Sequence[str]) -> np.ndarray:
-        """bm25 of every row position over every phrase, as a positive number (0: no phrase held).
-
-        A repeated stem counts each time, as in FTS5. Every phrase's ``idf × impact`` goes into
-        one ``bincount`` over the postings of all of them: half the time of one scatter-add per
-        phrase into a reused array, allocation included (SciFact at 10k and 100k rows, synthetic
-        postings at 1M; docs/performance.md). A row's weights are added in input order, so each
-        sum is the one the per-phrase adds give, bit for bit.
-        """
-        return self._scored(self.phrases(phrases))
-
-    def _scored(self, held: Sequence[Phrase]) -> np.ndarray:
-        """:meth:`scores` of phrases already looked up."""
+    def _every_row_top(self, held: Sequence[Phrase], depth: int) -> np.ndarray:
+        """Row positions of the ``depth`` best rows, best first (ties by position), every row
+        scored: every phrase's ``idf × impact`` summed per row by one ``bincount`` over the
+        postings of all of them (a repeated stem counts each time, as in FTS5)."""
         if not held:
-            return np.zeros(self.rows, dtype=np.float64)
-        return np.bincount(
+            return np.zeros(0, dtype=np.int64)
+        scores = np.bincount(
             np.concatenate([p.positions for p in held]),
             weights=np.concatenate([p.weights() for p in held]),
             minlength=self.rows,
         )
-
-    def every_row_top(self, held: Sequence[Phrase], depth: int) -> np.ndarray:
-        """Row positions of the ``depth`` best rows, best first (ties by position), every row
-        scored: what :meth:`rank` does below :data:`PRUNED_ROWS` or when MaxScore gives up."""
-        scores = self._scored(held)
         matched = np.flatnonzero(scores > 0.0)
         return best_positions(matched, scores[matched], depth)
 
-    def rank(self, phrases: Sequence[str], depth: int) -> list[int]:
+    def rank(self, phrases: Sequence[str], depth: int, *, essential_share: float | None = None) -> list[int]:
         """The ``depth`` best passage ids by bm25, best first (ties by passage id).
 
-        From :data:`PRUNED_ROWS` rows MaxScore (:mod:`maxscore`) skips the rows that cannot
-        reach the top ``depth``: the same answer, without scoring every row."""
+        With ``essential_share`` MaxScore (:mod:`maxscore`) skips the rows that cannot reach the
+        top ``depth`` (the same answer, without scoring every row), unless the postings it cannot
+        skip exceed that share of the query's; None: every row is scored."""
         if depth <= 0 or self.rows == 0:
             return []
         held = self.phrases(phrases)
-        top = pruned_top(held, depth) if self.rows >= PRUNED_ROWS else None
+        top = pruned_top(held, depth, essential_share) if essential_share is not None else None
         if top is None:
-            top = self.every_row_top(held, depth)
+            top = self._every_row_top(held, depth)
         ranked: list[int] = self.ids[top].tolist()
         return ranked
 
     def held_weights(self, weights: Mapping[str, float], wanted: np.ndarray) -> np.ndarray:
         """For each passage id of ``wanted`` (int64), the sum of ``weights`` over the stems it
-        holds (the coverage signal's numerator), added in the order of ``weights``; a passage
-        not in this index holds none.
-
-        Up to :data:`DENSE_COVERAGE_ROWS` rows, every row's sum at once: one ``bincount`` over
-        the stems' postings, concatenated in the order of ``weights`` so that each row's weights
-        are added in that order. Above it, whole arrays per stem (one binary search of its
-        postings for every passage), as a search asks this of only its ~90 fused candidates.
-        Both give the same sums, bit for bit.
-        """
+        holds (the coverage signal's numerator); a passage not in this index holds none. Each
+        stem's postings are searched for every wanted passage at once."""
         total = np.zeros(wanted.shape[0], dtype=np.float64)
-        if wanted.shape[0] and self.rows:
-            where = np.minimum(np.searchsorted(self.ids, wanted), self.rows - 1)
-            present = self.ids[where] == wanted
-            held = [(found[0], w) for stem, w in weights.items() if (found := self._postings(stem)) is not None]
-            if self.rows <= DENSE_COVERAGE_ROWS:
-                if held:
-                    dense = np.bincount(
-                        np.concatenate([positions for positions, _ in held]),
-                        weights=np.repeat([weight for _, weight in held], [len(positions) for positions, _ in held]),
-                        minlength=self.rows,
-                    )
-                    total = np.where(present, dense[where], 0.0)
-            else:
-                for positions, weight in held:
-                    at = positions.searchsorted(where)
-                    at[at == positions.shape[0]] = positions.shape[0] - 1
-                    # A stem not held adds 0.0, which leaves every sum as the held stems' alone.
-                    total += np.where(present & (positions[at] == where), weight, 0.0)
+        if not wanted.shape[0] or not self.rows:
+            return total
+        where = np.minimum(np.searchsorted(self.ids, wanted), self.rows - 1)
+        present = self.ids[where] == wanted
+        for stem, weight in weights.items():
+            postings = self._postings(stem)
+            if postings is None:
+                continue
+            positions = postings[0]
+            at = np.minimum(positions.searchsorted(where), positions.shape[0] - 1)
+            total += np.where(present & (positions[at] == where), weight, 0.0)
         return total
 
 
@@ -267,7 +229,7 @@ def load_impacts(
 
 
 class ImpactCopier:
-    """Sizes and takes the impact lists for :class:`~governed_evidence.search.held.HeldCopy`."""
+    """Sizes and takes the impact lists for :class:`~governed_evidence.search.copies.MemoryCopy`."""
 
     kind = "keyword_impacts"
 

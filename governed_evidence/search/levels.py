@@ -1,11 +1,11 @@
-"""One search service per classification level served, their vector copies under one budget.
+"""One search service per classification level served, their in-memory copies under one budget.
 
 Over stdio one process serves one ceiling. A team server answers callers of different
 clearances in one process: each request is served by the service *at the caller's level*
 (the lower of the server's ceiling and the caller's clearance), so the ceiling is applied
 exactly as it is over stdio, inside both rankings, and the in-memory vectors of one level
 never hold a passage above it. The services share the query embedder (one model in memory)
-and one :class:`~governed_evidence.search.vectors.MemoryBudget` for their vector copies.
+and one :class:`~governed_evidence.search.copies.MemoryBudget` for their in-memory copies.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class LevelServices:
         with self._lock:
             service = self._services.get(level)
             if service is None:
-                # Its vectors are copied on first need (HeldVectors), or at start by warm_all.
+                # Its vectors are copied on first need (MemoryCopy), or at start by warm_all.
                 service = self._make(level)
                 self._services[level] = service
         return service

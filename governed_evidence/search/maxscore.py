@@ -24,14 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ESSENTIAL_SHARE", "SEED_FACTOR", "Phrase", "best_positions", "pruned_top", "whole_scores"]
+__all__ = ["SEED_FACTOR", "Phrase", "best_positions", "pruned_top", "whole_scores"]
 
 #: The seed rows that set the first lower bound: the rarest phrases' rows, until there are at
 #: least this many times k of them (or every phrase is in).
 SEED_FACTOR = 4
-#: Pruning is given up (every row is scored instead) when the phrases it cannot skip hold more
-#: than this share of the query's postings: it would look up nearly as much as it skips.
-ESSENTIAL_SHARE = 0.5
 #: Relative slack on every comparison against the lower bound: the bounds are summed in
 #: another order than a score is, so each may round differently in its last bits.
 _SLACK = 1e-9
@@ -81,7 +78,7 @@ def best_positions(positions: np.ndarray, scores: np.ndarray, depth: int) -> np.
     return order
 
 
-def pruned_top(phrases: Sequence[Phrase], depth: int) -> np.ndarray | None:
+def pruned_top(phrases: Sequence[Phrase], depth: int, essential_share: float) -> np.ndarray | None:
     """Row positions of the ``depth`` best rows, best first (ties by position), or None when
     pruning would not skip enough of the postings to pay for itself (the caller then scores
     every row)."""
@@ -112,7 +109,7 @@ def pruned_top(phrases: Sequence[Phrase], depth: int) -> np.ndarray | None:
         rest += phrases[order[cut]].bound
         cut += 1
     kept = [phrases[i] for i in sorted(order[cut:])]
-    if sum(p.positions.shape[0] for p in kept) > ESSENTIAL_SHARE * total_postings:
+    if sum(p.positions.shape[0] for p in kept) > essential_share * total_postings:
         # Most postings are essential: no cheaper than scoring every row.
         return None
     candidates, inverse = np.unique(np.concatenate([p.positions for p in kept]), return_inverse=True)

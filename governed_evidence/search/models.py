@@ -182,6 +182,12 @@ class IndexStatus(_Model):
     embedding_model_checksum: str | None = None
     semantic_search: Literal["available", "unavailable"]
     semantic_search_reason: str | None = None
+    vector_search: Literal["exact product", "sign-code prefilter", "vec0 KNN"] | None = Field(
+        default=None,
+        description="How meaning search ranks at this ceiling: an exact product over the vectors in memory, a "
+        "sign-code prefilter checked at load to keep the exact neighbours, or sqlite-vec's KNN while they are not "
+        "held (null when meaning search is unavailable). Every way ranks by exact cosine distance.",
+    )
     ceiling: ClassificationLabel
     documents: int = 0
     passages: int = 0

@@ -20,7 +20,19 @@ from governed_evidence.search.limits import MAX_QUERY_CHARS
 from governed_evidence.search.query import query_tokens, token_stems
 from governed_evidence.store.meta import IndexMeta
 
-__all__ = ["QueryPlan", "plan_query", "searched_level", "validate_query"]
+__all__ = ["QueryPlan", "Snapshot", "plan_query", "searched_level", "validate_query"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One query's view of the index: the file generation it reads, on this thread's connection,
+    and the level it searches."""
+
+    generation: tuple[int, int]
+    conn: apsw.Connection
+    meta: IndexMeta
+    #: The caller's ceiling, capped by the build ceiling (:func:`searched_level`).
+    level: Classification
 
 
 @dataclass(frozen=True)
@@ -57,12 +69,12 @@ def searched_level(ceiling: Classification, meta: IndexMeta) -> Classification:
 def plan_query(
     conn: apsw.Connection, meta: IndexMeta, level: Classification, text: str, impacts: ImpactIndex | None = None
 ) -> QueryPlan:
-    """The query's words, stems and their frequencies at ``level`` (from the impact lists when
-    they are of this level: the same counts, without a query)."""
+    """The query's words, stems and their frequencies at ``level`` (from the level's impact lists
+    when they are held: the same counts, without a query)."""
     tokens = query_tokens(conn, text)
     phrases = token_stems(conn, tokens)
     stems = list(dict.fromkeys(p for p in phrases if p))
-    if impacts is not None and impacts.level == level:
+    if impacts is not None:
         frequencies = {s: n for s in stems if (n := impacts.frequency(s)) > 0}
     else:
         frequencies = sql.document_frequencies(conn, level, stems)

@@ -11,6 +11,7 @@ they are overdue for review by ``stale``, decided against ``today``.
 from __future__ import annotations
 
 from datetime import date
+from typing import Literal
 
 import apsw
 
@@ -115,6 +116,7 @@ def index_status(
     *,
     integrity: str,
     semantic_unavailable: str | None,
+    vector_search: Literal["exact product", "sign-code prefilter", "vec0 KNN"] | None = None,
 ) -> IndexStatus:
     counts = level_counts(conn, ceiling)
     return IndexStatus(
@@ -128,6 +130,7 @@ def index_status(
         embedding_model_checksum=meta.embedding_model_checksum or None,
         semantic_search="unavailable" if semantic_unavailable else "available",
         semantic_search_reason=semantic_unavailable,
+        vector_search=None if semantic_unavailable else vector_search,
         ceiling=ceiling.label,  # type: ignore[arg-type]
         documents=sum(c.documents for c in counts),
         passages=sum(c.passages for c in counts),

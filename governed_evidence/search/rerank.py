@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard
 
 from governed_evidence.errors import RerankerError
 from governed_evidence.logging import get_logger
+from governed_evidence.search.candidates import Candidate
 from governed_evidence.search.gate import GateOutcome
-from governed_evidence.search.ranking import Candidate
 
 if TYPE_CHECKING:
     import httpx
@@ -92,7 +92,10 @@ class RerankPassage:
 
     @classmethod
     def of(cls, candidate: Candidate) -> RerankPassage:
-        return cls(candidate.row.title, candidate.row.heading, candidate.row.text)
+        row = candidate.row
+        if row is None:
+            raise ValueError("a candidate's row is read before it is sent to a reranker")
+        return cls(row.title, row.heading, row.text)
 
 
 class Reranker(Protocol):

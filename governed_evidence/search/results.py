@@ -1,11 +1,7 @@
-"""Turning stored passages into the response models the tools return.
+"""The serve stage: stored passages turned into the response models the tools return.
 
 Whether a document is stale is decided here, per response, against the day the caller's
 clock gives: the index stores only the review date, and serves for months.
-
-A response is validated once, whole, from plain values (``model_validate`` of one dict):
-the same checks as building each result and span model in turn, in a third less time
-(a 10-result search response, 88 against 60 µs measured).
 """
 
 from __future__ import annotations
@@ -13,10 +9,10 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from governed_evidence.search.candidates import Candidate, Ranking
 from governed_evidence.search.gate import GateOutcome
 from governed_evidence.search.limits import ConfidenceLevel
 from governed_evidence.search.models import PassageView, SearchResponse
-from governed_evidence.search.ranking import Candidate, Ranking
 from governed_evidence.search.rows import Passage
 from governed_evidence.store.lifecycle import is_stale
 
@@ -64,6 +60,8 @@ def passage_view(row: Passage, position: int, today: date) -> PassageView:
 
 
 def _result(rank: int, candidate: Candidate, today: date) -> dict[str, Any]:
+    if candidate.row is None:
+        raise ValueError("a served candidate's row is read before its response is built")
     cited = _cited(candidate.row, today)
     cited.update(rank=rank, matched_by=candidate.fused.matched_by, confidence=candidate.confidence)
     return cited
@@ -96,7 +94,7 @@ def search_response(
     if not results:
         if empty_reason is not None:
             reason = empty_reason
-        elif not ranking.columns:
+        elif not ranking.candidates:
             reason = "no passage matched the query"
         else:
             reason = (

@@ -15,14 +15,11 @@ from governed_evidence.store.schema import fts_table, terms_table
 
 __all__ = [
     "BM25_WEIGHTS",
-    "VISIBILITY_BATCH",
-    "VISIBILITY_INDEX",
     "cosine_distances",
     "count_searchable",
     "document_frequencies",
     "document_paths",
     "documents",
-    "has_visibility_index",
     "keyword_ranking",
     "keyword_sql",
     "level_counts",
@@ -34,14 +31,7 @@ __all__ = [
     "vector_ranking",
     "vector_sql",
     "visibility_sql",
-    "visible_passages",
 ]
-
-#: The covering index of the ceiling check (store/schema.py); files built before it lack it.
-VISIBILITY_INDEX = "passages_visible"
-
-#: The ceiling check's id lists are padded to a multiple of this (see passage_documents).
-VISIBILITY_BATCH = 32
 
 #: Column weights for bm25(title, heading, body): a match in a title or heading counts more.
 BM25_WEIGHTS = (4.0, 2.0, 1.0)
@@ -97,12 +87,6 @@ def passages_by_id(conn: apsw.Connection, level: Classification, ids: set[int]) 
     return {passage.id: passage for passage in map(Passage.from_row, rows)}
 
 
-def has_visibility_index(conn: apsw.Connection) -> bool:
-    """Whether the file has :data:`VISIBILITY_INDEX` (an index built before it is served without)."""
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (VISIBILITY_INDEX,))
-    return found.fetchone() is not None
-
-
 def count_searchable(conn: apsw.Connection, level: Classification) -> int:
     """Searchable passages at or below ``level``."""
     row = conn.execute(
@@ -111,42 +95,22 @@ def count_searchable(conn: apsw.Connection, level: Classification) -> int:
     return int(row[0]) if row else 0
 
 
-def passage_documents(
-    conn: apsw.Connection, level: Classification, ids: set[int], *, covering: bool = False
-) -> dict[int, int]:
-    """The document id of each searchable passage of ``ids`` at or below ``level``; ``covering``
-    reads the ceiling's columns from :data:`VISIBILITY_INDEX` instead of the rows themselves."""
+def passage_documents(conn: apsw.Connection, level: Classification, ids: set[int]) -> dict[int, int]:
+    """The document id of each searchable passage of ``ids`` at or below ``level``, in ascending
+    passage id: the second ceiling check of a search's candidates."""
     if not ids:
         return {}
     ordered = sorted(ids)
-    # The list is padded (with its last id again) to a multiple of VISIBILITY_BATCH: a handful
-    # of statement texts instead of one per count, so the statement cache keeps them prepared
-    # (at 10k passages, 55-100 ids a search: 76 to 68 µs p50, 111 to 84 µs p95).
-    padded = -(-len(ordered) // VISIBILITY_BATCH) * VISIBILITY_BATCH
-    ordered += [ordered[-1]] * (padded - len(ordered))
-    rows = conn.execute(visibility_sql(padded, covering=covering), (*ordered, int(level)))
+    rows = conn.execute(visibility_sql(len(ordered)), (*ordered, int(level)))
     return {int(pid): int(document_id) for pid, document_id in rows}
 
 
-def visibility_sql(count: int, *, covering: bool) -> str:
+def visibility_sql(count: int) -> str:
     """The statement of :func:`passage_documents` for ``count`` ids, then the level."""
-    # SQLite's planner prefers the primary key for `id IN (...)`: the covering index is named.
-    # No join to documents: the ranking groups by document id, and a path is read only when
-    # asked for (document_paths), which halved the check's time at 86 ids.
-    indexed = f" INDEXED BY {VISIBILITY_INDEX}" if covering else ""
+    # No join to documents: the gate groups by document id, and a path is read with the row.
     return (
-        f"SELECT p.id, p.document_id FROM passages p{indexed} "
-        f"WHERE p.id IN ({','.join('?' * count)}) AND p.classification <= ? AND p.searchable = 1"
-    )
-
-
-def visible_passages(conn: apsw.Connection, level: Classification, *, covering: bool) -> apsw.Cursor:
-    """Rows of (id, document id) of every searchable passage at or below ``level``, by id: the
-    answer :func:`passage_documents` gives, for the whole level at once (``covering`` as there)."""
-    indexed = f" INDEXED BY {VISIBILITY_INDEX}" if covering else ""
-    return conn.execute(
-        f"SELECT id, document_id FROM passages{indexed} WHERE classification <= ? AND searchable = 1 ORDER BY id",
-        (int(level),),
+        f"SELECT p.id, p.document_id FROM passages p "
+        f"WHERE p.id IN ({','.join('?' * count)}) AND p.classification <= ? AND p.searchable = 1 ORDER BY p.id"
     )
 
 

@@ -1,25 +1,23 @@
-"""The searchable vectors at one ceiling, held in memory for exact nearest-neighbour search.
+"""The searchable vectors at one ceiling, held in memory for nearest-neighbour search.
 
-sqlite-vec's float KNN is an exact scan, but it walks its chunks one vector at a time; a
-matrix product over the same vectors gives the same ranking several times faster (see
-docs/performance.md). The index file stays the single source of truth: this is a read-only
-copy taken from it, keyed by the file's identity and dropped when a rebuild replaces it.
+sqlite-vec's float KNN is an exact scan, but it walks its chunks one vector at a time; a matrix
+product over the same vectors gives the same ranking many times faster (docs/performance.md).
+The index file stays the single source of truth: this is a read-only copy taken from it, keyed
+by the file's identity and dropped when a rebuild replaces it.
 
-From :data:`PROJECTED_ROWS` rows a product over the vectors projected onto their
-:data:`PROJECTED_DIMENSION` principal directions (taken from the held vectors at load) picks
-:func:`projected_count` candidates, ranked by their exact cosine: a quarter of the bytes
-streamed per query, the cost of a full product at these sizes being memory, not arithmetic.
+Up to :attr:`SearchTuning.exact_rows` rows every query is one exact product. Above it a
+one-bit-per-dimension sign code of every row is kept beside the matrix: a Hamming scan over
+the codes (48 bytes a row instead of 1,536 for MiniLM) picks
+:meth:`SearchTuning.rescore_count` rows, and those are ranked by their exact cosine. Only which
+rows reach the exact step is approximate, so the prefilter is used only where it keeps the
+exact neighbours on *this* index: when the copy loads, a sample of the index's own rows is
+searched both ways (:func:`prefilter_recall`), and below
+:attr:`SearchTuning.prefilter_min_recall` the exact product serves instead. The distances
+returned are always exact.
 
-Above :data:`EXACT_ROWS` rows a one-bit-per-dimension sign code of every vector is kept
-beside the matrix: a Hamming scan over the codes (48 bytes a row instead of 1,536) picks
-:func:`rescore_count` candidates, and those are ranked by their exact cosine. The distances
-returned are always exact; only which passages reach the exact step is approximate, and
-``make bench`` measures that as recall@10 against a full matrix product (>= 0.99 at 10k,
-100k and 1M passages).
-
-The ceiling is applied while loading: only vectors whose passage is at or below the
-caller's level and searchable (not superseded) are copied, so a passage above the ceiling
-is not in memory at all and cannot take a rank, move a score or be counted.
+The ceiling is applied while loading: only vectors whose passage is at or below the caller's
+level and searchable (not superseded) are copied, so a passage above the ceiling is not in
+memory at all and cannot take a rank, move a score or be counted.
 """
 
 from __future__ import annotations
@@ -32,130 +30,17 @@ import apsw
 import numpy as np
 
 from governed_evidence.config import Classification
-from governed_evidence.search.held import HeldCopy, MemoryBudget
 from governed_evidence.search.sql import count_searchable
+from governed_evidence.search.tuning import DEFAULT_TUNING, SearchTuning
 
-__all__ = [
-    "EXACT_ROWS",
-    "HAMMING_BLOCK",
-    "PROJECTED_DIMENSION",
-    "PROJECTED_RESCORE_FRACTION",
-    "PROJECTED_RESCORE_MIN",
-    "PROJECTED_RESCORE_PER_K",
-    "PROJECTED_ROWS",
-    "RESCORE_BLOCK",
-    "RESCORE_FRACTION",
-    "RESCORE_MIN",
-    "WHOLE_SCAN_ROWS",
-    "HeldVectors",
-    "MemoryBudget",
-    "Projection",
-    "VectorCopier",
-    "VectorMatrix",
-    "load_matrix",
-    "matrix_bytes",
-    "principal_basis",
-    "projected_count",
-    "rescore_count",
-    "sign_codes",
-]
+__all__ = ["VectorCopier", "VectorMatrix", "load_matrix", "matrix_bytes", "prefilter_recall", "sign_codes"]
 
-#: Float32 bytes per dimension; the budget check multiplies it by rows and dimension.
+#: Float32 bytes per dimension.
 _FLOAT_BYTES = 4
+#: Rows copied, normalised and coded at a time, so the load's peak stays near the matrix itself.
 _BLOCK_ROWS = 4096
-#: Up to this many rows the full matrix product is cheap enough (about 1 ms per 10k rows).
-EXACT_ROWS = 50_000
-#: Candidates rescored exactly after the Hamming scan: 1% of the rows, at least 2,000.
-#: Measured on the generated SciFact corpora: recall@10 0.995 at 100k, 0.994 at 1M.
-RESCORE_MIN = 2_000
-RESCORE_FRACTION = 100
-#: Above WHOLE_SCAN_ROWS, rows of sign codes scanned at a time: a block's temporaries (256 KB
-#: for one word's XOR) stay in a core's cache. The scan with its selection, alternated with the
-#: whole-array scan over the generated corpora's vectors (the same rows picked for every query):
-#: 838,040 rows 8.3-8.9 to 7.0 ms p50, 250,000 rows 2.2 to 1.7, 200,000 1.7 to 1.4. Blocks of 8,192 or
-#: 131,072 rows cost more (the distances alone at 838,040 rows: 6.7 and 6.5 against 5.8 ms).
-HAMMING_BLOCK = 32_768
-#: Up to this many rows the codes are scanned whole, as before blocks: at 83,752 rows blocks
-#: cost 0.04 ms of a search's 1.3 ms vector stage (in one process, alternated).
-WHOLE_SCAN_ROWS = 131_072
-#: Rows the sign-code path gathers and rescores at a time (:func:`_rescored`): at 83,752 rows
-#: (2,000 rescored) 0.50 to 0.36 ms p50, at 838,040 (8,380) 3.28 to 1.86, the same scores to
-#: the bit for every query; blocks of 256 or 768 rows were no faster.
-RESCORE_BLOCK = 512
-
-
-#: From this many rows (up to EXACT_ROWS) candidates are picked by a product over the
-#: projected vectors. Below it the full product costs 0.1 ms or less: nothing to save.
-PROJECTED_ROWS = 8_192
-#: Principal directions kept (of 384 for MiniLM), with the rescored count below: chosen by
-#: ``python -m benchmarks.projection`` on SciFact train queries (the fastest setting keeping
-#: recall@50 >= 0.995 against the full product on the generated 10k and 50k passages and the
-#: real abstracts). At 10k, k=50, 500 rescored: 64 directions keep 0.991 in 0.28 ms p50, 96
-#: keep 0.998 in 0.33 ms, 128 keep 0.9999 in 0.38 ms; the full product takes 0.63 ms.
-PROJECTED_DIMENSION = 96
-#: Candidates rescored exactly after the projected product: ten times k, at least 500 and 5%
-#: of the rows.
-PROJECTED_RESCORE_PER_K = 10
-PROJECTED_RESCORE_MIN = 500
-PROJECTED_RESCORE_FRACTION = 20
-#: Rows the principal directions are computed from, at most (evenly spaced): the directions of
-#: a sample are as good, and the load stays short at 50k rows.
-_BASIS_SAMPLE = 16_384
-
-
-def rescore_count(rows: int, k: int) -> int:
-    return min(rows, max(k, RESCORE_MIN, rows // RESCORE_FRACTION))
-
-
-def projected_count(rows: int, k: int) -> int:
-    """Candidates the projected product passes to exact rescoring."""
-    return min(rows, max(PROJECTED_RESCORE_PER_K * k, PROJECTED_RESCORE_MIN, rows // PROJECTED_RESCORE_FRACTION))
-
-
-def _projects(rows: int, dimension: int) -> bool:
-    """Whether a matrix of this shape is searched through the projection."""
-    return PROJECTED_ROWS <= rows <= EXACT_ROWS and dimension >= 2 * PROJECTED_DIMENSION
-
-
-def principal_basis(matrix: np.ndarray, dimension: int | None = None) -> np.ndarray:
-    """The ``dimension`` leading eigenvectors of the rows' second-moment matrix, as columns
-    (float32, C order): the projection that keeps the most of every inner product in the
-    least-squares sense. Uncentred, because the products it approximates are uncentred.
-    ``dimension`` defaults to :data:`PROJECTED_DIMENSION`."""
-    kept = PROJECTED_DIMENSION if dimension is None else dimension
-    step = max(1, -(-matrix.shape[0] // _BASIS_SAMPLE))
-    sample = np.asarray(matrix[::step], dtype=np.float64)
-    _, vectors = np.linalg.eigh(sample.T @ sample)
-    # eigh returns ascending eigenvalues: the last columns are the leading directions.
-    return np.ascontiguousarray(vectors[:, ::-1][:, :kept], dtype=np.float32)
-
-
-@dataclass(frozen=True)
-class Projection:
-    """Held rows projected onto their leading principal directions (:func:`principal_basis`)."""
-
-    #: The directions as columns (dimension x PROJECTED_DIMENSION).
-    basis: np.ndarray
-    #: Every row projected onto them, column-major: scanned whole by each query.
-    rows: np.ndarray
-
-    @classmethod
-    def of(cls, matrix: np.ndarray) -> Projection:
-        basis = principal_basis(matrix)
-        return cls(basis, np.asfortranarray(matrix @ basis))
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.basis.nbytes + self.rows.nbytes)
-
-    def nearest(self, unit: np.ndarray, wanted: int) -> np.ndarray:
-        """Row positions of the ``wanted`` highest projected similarities to ``unit``."""
-        count = self.rows.shape[0]
-        if wanted >= count:
-            return np.arange(count)
-        approximate = self.rows @ (unit @ self.basis)
-        # The largest without negating a copy of every score first.
-        return np.argpartition(approximate, count - wanted)[count - wanted :]
+#: The depth the prefilter check compares (recall@10).
+_CHECK_DEPTH = 10
 
 
 @dataclass(frozen=True)
@@ -165,11 +50,11 @@ class VectorMatrix:
     level: Classification
     ids: np.ndarray
     matrix: np.ndarray
-    #: Sign bits of every row, word-major (see :func:`sign_codes`); None: every query is a full
-    #: matrix product (or a projected one).
+    tuning: SearchTuning = DEFAULT_TUNING
+    #: Sign bits of every row, word-major (:func:`sign_codes`); None: every query is an exact product.
     codes: np.ndarray | None = None
-    #: The rows projected onto their principal directions; None: no projected product.
-    projection: Projection | None = None
+    #: The prefilter's recall@10 measured on this index when it loaded (None: not measured).
+    checked_recall: float | None = None
 
     @property
     def rows(self) -> int:
@@ -177,63 +62,37 @@ class VectorMatrix:
 
     @property
     def nbytes(self) -> int:
-        extra = sum(a.nbytes for a in (self.codes, self.projection) if a is not None)
-        return int(self.matrix.nbytes + self.ids.nbytes + extra)
+        codes = self.codes.nbytes if self.codes is not None else 0
+        return int(self.matrix.nbytes + self.ids.nbytes + codes)
+
+    @property
+    def strategy(self) -> Literal["exact product", "sign-code prefilter"]:
+        return "exact product" if self.codes is None else "sign-code prefilter"
 
     def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest passages by cosine distance, nearest first (ties by passage id)."""
-        return self.knn_scored(query, k)[0]
-
-    def knn_scored(self, query: np.ndarray, k: int) -> tuple[list[tuple[int, float]], np.ndarray | None]:
-        """:meth:`knn`, and the similarity of every row when the full product computed them
-        (up to :data:`EXACT_ROWS`; else None), for :meth:`distances` to read instead of
-        computing the other candidates' again."""
         if self.rows == 0 or k <= 0:
-            return [], None
+            return []
         unit = _unit(query)
-        every: np.ndarray | None = None
-        if self.projection is not None:
-            rows = self.projection.nearest(unit, projected_count(self.rows, k))
-            scores = _gathered(self.matrix, rows) @ unit
-        elif self.codes is not None:
-            rows = self._nearest_codes(_signs(unit), rescore_count(self.rows, k))
-            scores = _rescored(self.matrix, rows, unit)
-        else:
+        if self.codes is None:
             rows = np.arange(self.rows)
-            scores = every = self.matrix @ unit
+            scores = self.matrix @ unit
+        else:
+            rows = _nearest_codes(self.codes, sign_codes(unit.reshape(1, -1)), self.tuning.rescore_count(self.rows, k))
+            scores = self.matrix[rows] @ unit
         top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
-        # lexsort: last key is primary; the id breaks ties, so the order is deterministic.
+        # lexsort: the last key is primary; the id breaks ties, so the order is deterministic.
         order = top[np.lexsort((self.ids[rows[top]], -scores[top]))]
-        # Converted column by column (tolist), not element by element: the same Python ints and
-        # floats (1 - similarity in float32), in a third of the time.
-        ranked = zip(self.ids[rows[order]].tolist(), (1.0 - scores[order]).tolist(), strict=True)
-        return list(ranked), every
+        return list(zip(self.ids[rows[order]].tolist(), (1.0 - scores[order]).tolist(), strict=True))
 
-    def _nearest_codes(self, query_code: np.ndarray, wanted: int) -> np.ndarray:
-        """Row positions of the ``wanted`` smallest Hamming distances to ``query_code``."""
-        assert self.codes is not None
-        # Codes are stored word-major (one contiguous array per 64-bit word): XOR and popcount
-        # then stream through memory, several times faster than row-major on the same data.
-        block = self.rows if self.rows <= WHOLE_SCAN_ROWS else HAMMING_BLOCK
-        distance, counts = _blocked_distances(self.codes, query_code, block)
-        if wanted >= self.rows:
-            return np.arange(self.rows)
-        # Distances are small integers: their histogram finds the cut-off without sorting.
-        cutoff = int(np.searchsorted(np.cumsum(counts), wanted))
-        below = np.flatnonzero(distance < cutoff)
-        at = np.flatnonzero(distance == cutoff)[: wanted - below.shape[0]]
-        return np.concatenate((below, at))
-
-    def distances(self, query: np.ndarray, passage_ids: list[int], every: np.ndarray | None = None) -> dict[int, float]:
-        """Cosine distance for specific passages; ids not held (above the ceiling, absent) are
-        skipped. ``every``: this query's similarity of every row, from :meth:`knn_scored`."""
+    def distances(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
+        """Cosine distance for specific passages; ids not held (above the ceiling, absent) are skipped."""
         if not passage_ids or self.rows == 0:
             return {}
         wanted = np.asarray(passage_ids, dtype=np.int64)
-        pos = np.searchsorted(self.ids, wanted)
-        pos = np.minimum(pos, self.rows - 1)
+        pos = np.minimum(np.searchsorted(self.ids, wanted), self.rows - 1)
         found = self.ids[pos] == wanted
-        scores = every[pos[found]] if every is not None else _gathered(self.matrix, pos[found]) @ _unit(query)
+        scores = self.matrix[pos[found]] @ _unit(query)
         # 1 - similarity in float32, as knn() computes it, so both give a passage the same distance.
         return dict(zip(wanted[found].tolist(), (1.0 - scores).tolist(), strict=True))
 
@@ -244,61 +103,45 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     return v / norm if norm > 0 else v
 
 
-def _signs(matrix: np.ndarray) -> np.ndarray:
-    """Sign bits (1 where a component is positive) packed into 64-bit words, one row per vector."""
+def sign_codes(matrix: np.ndarray) -> np.ndarray:
+    """Sign bits (1 where a component is positive) of a (rows, dimension) matrix, packed into
+    64-bit words, word-major: shape (words, rows). One contiguous array per word makes the
+    XOR and popcount of a scan stream through memory."""
     bits = np.packbits(matrix > 0, axis=-1)
     pad = (-bits.shape[-1]) % 8
     if pad:
         bits = np.concatenate((bits, np.zeros((*bits.shape[:-1], pad), dtype=np.uint8)), axis=-1)
-    return np.ascontiguousarray(bits).view(np.uint64)
+    return np.ascontiguousarray(np.ascontiguousarray(bits).view(np.uint64).T)
 
 
-def _rescored(matrix: np.ndarray, rows: np.ndarray, unit: np.ndarray) -> np.ndarray:
-    """The exact similarity of ``rows`` (positions) to ``unit``, gathered and multiplied
-    :data:`RESCORE_BLOCK` rows at a time: each block's copy stays in the core's cache instead of
-    the whole gather going out to memory and back. Each row's product is the same dot product
-    whatever the block (a test compares every block size against the whole gather)."""
-    count = rows.shape[0]
-    scores = np.empty(count, dtype=np.float32)
-    # Blocks start at multiples of RESCORE_BLOCK, so each row sits where it sat in the whole
-    # product's row groups; a last block of one row joins the block before it (a product over a
-    # single row takes another path, whose last bit can differ).
-    starts = list(range(0, count, RESCORE_BLOCK))
-    if len(starts) > 1 and count - starts[-1] == 1:
-        starts.pop()
-    for start, stop in zip(starts, [*starts[1:], count], strict=True):
-        scores[start:stop] = _gathered(matrix, rows[start:stop]) @ unit
-    return scores
-
-
-def _gathered(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``matrix[rows]``, the same rows in the same order, copied by ``np.take``: a row copy each
-    instead of fancy indexing's element-wise iterator, half the time for 500 rows of 384 floats
-    (0.06 against 0.12 ms in a core's cache)."""
-    return np.take(matrix, rows, axis=0)
-
-
-def _blocked_distances(codes: np.ndarray, query_code: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every row's Hamming distance to ``query_code`` and their histogram, ``block`` rows at a
-    time (every row at once up to :data:`WHOLE_SCAN_ROWS`, else :data:`HAMMING_BLOCK`): each
-    word's temporaries stay in the core's cache while the block's distances and histogram are
-    summed."""
+def _nearest_codes(codes: np.ndarray, query_code: np.ndarray, wanted: int) -> np.ndarray:
+    """Row positions of the ``wanted`` smallest Hamming distances to ``query_code`` (words, 1)."""
     words, rows = codes.shape
-    distance = np.empty(rows, dtype=np.uint16)
-    counts = np.zeros(words * 64 + 1, dtype=np.int64)
-    for start in range(0, rows, block):
-        stop = min(start + block, rows)
-        part = distance[start:stop]
-        part[:] = np.bitwise_count(codes[0, start:stop] ^ query_code[0])
-        for word in range(1, words):
-            part += np.bitwise_count(codes[word, start:stop] ^ query_code[word])
-        counts += np.bincount(part, minlength=counts.shape[0])
-    return distance, counts
+    if wanted >= rows:
+        return np.arange(rows)
+    distance = np.bitwise_count(codes[0] ^ query_code[0]).astype(np.uint16)
+    for word in range(1, words):
+        distance += np.bitwise_count(codes[word] ^ query_code[word])
+    # Distances are small integers: their histogram finds the cut-off without sorting.
+    cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance)), wanted))
+    below = np.flatnonzero(distance < cutoff)
+    at = np.flatnonzero(distance == cutoff)[: wanted - below.shape[0]]
+    return np.concatenate((below, at))
 
 
-def sign_codes(matrix: np.ndarray) -> np.ndarray:
-    """Word-major sign codes of a (rows, dimension) matrix: shape (words, rows)."""
-    return np.ascontiguousarray(_signs(matrix).T)
+def prefilter_recall(matrix: VectorMatrix, probes: int) -> float:
+    """recall@10 of the sign-code prefilter against the exact product on ``matrix``'s own rows:
+    ``probes`` rows spread evenly over the index, each searched as a query both ways."""
+    if matrix.codes is None or matrix.rows == 0:
+        return 1.0
+    exact = VectorMatrix(matrix.level, matrix.ids, matrix.matrix, matrix.tuning)
+    kept = total = 0
+    for position in np.linspace(0, matrix.rows - 1, num=min(probes, matrix.rows), dtype=np.int64).tolist():
+        query = matrix.matrix[position]
+        truth = {pid for pid, _ in exact.knn(query, _CHECK_DEPTH)}
+        kept += len(truth & {pid for pid, _ in matrix.knn(query, _CHECK_DEPTH)})
+        total += len(truth)
+    return kept / total if total else 1.0
 
 
 def _code_words(dimension: int) -> int:
@@ -306,45 +149,37 @@ def _code_words(dimension: int) -> int:
     return (dimension + 63) // 64
 
 
-def matrix_bytes(rows: int, dimension: int) -> int:
-    """Memory for ``rows`` vectors: the float matrix, the ids and (when used) the sign codes or
-    the projected rows and their basis."""
-    codes = 8 * _code_words(dimension) if rows > EXACT_ROWS else 0
-    if _projects(rows, dimension):
-        projected = PROJECTED_DIMENSION * _FLOAT_BYTES
-        return rows * (dimension * _FLOAT_BYTES + 8 + projected) + dimension * projected
+def matrix_bytes(rows: int, dimension: int, tuning: SearchTuning = DEFAULT_TUNING) -> int:
+    """Memory for ``rows`` vectors: the float matrix, the ids and (above the exact size) the sign codes."""
+    codes = 8 * _code_words(dimension) if rows > tuning.exact_rows else 0
     return rows * (dimension * _FLOAT_BYTES + 8 + codes)
 
 
 def load_matrix(
-    conn: apsw.Connection, level: Classification, dimension: int, cancelled: Callable[[], bool] = lambda: False
+    conn: apsw.Connection,
+    level: Classification,
+    dimension: int,
+    tuning: SearchTuning = DEFAULT_TUNING,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> VectorMatrix | None:
     """Copy the searchable vectors at or below ``level`` out of the index into one matrix.
 
-    ``cancelled`` is polled between blocks, so a shutdown never waits for a large copy;
-    a cancelled copy returns None.
+    ``cancelled`` is polled between blocks, so a shutdown never waits for a large copy; a
+    cancelled copy returns None.
     """
     expected = count_searchable(conn, level)
-    # Below PROJECTED_ROWS every query is one matrix-vector product over the whole matrix: held
-    # column-major, OpenBLAS streams each dimension's column into the scores (sgemv "N"):
-    # 1.66 to 1.05 ms p50 at 10k rows against a dot product per row, the same top 50
-    # (`python -m benchmarks.matrix_layout`, docs/performance.md). From it the rescored rows
-    # are gathered by position, which wants rows contiguous (the projected rows, scanned whole,
-    # are column-major).
-    projects = _projects(expected, dimension)
-    order: Literal["C", "F"] = "F" if expected <= EXACT_ROWS and not projects else "C"
+    coded = expected > tuning.exact_rows
+    # An exact product over the whole matrix streams each dimension's column into the scores
+    # when the matrix is column-major (docs/performance.md); the prefilter's rescoring gathers
+    # rows, which wants them contiguous.
+    order: Literal["C", "F"] = "C" if coded else "F"
     matrix = np.empty((expected, dimension), dtype=np.float32, order=order)
     ids = np.empty(expected, dtype=np.int64)
-    codes: np.ndarray | None = None
-    if expected > EXACT_ROWS:
-        codes = np.empty((_code_words(dimension), expected), dtype=np.uint64)
     rows = 0
     pending_ids: list[int] = []
     pending: list[bytes] = []
 
     def flush() -> None:
-        # Rows are copied, normalised and coded in blocks, so the peak stays near the matrix
-        # itself instead of a multiple of it.
         nonlocal rows
         if not pending:
             return
@@ -356,8 +191,6 @@ def load_matrix(
         # A zero vector has no direction; left at zero it has similarity 0 to every query.
         np.divide(block, norms, out=matrix[rows:end], where=norms > 0)
         matrix[rows:end][(norms <= 0).reshape(-1)] = 0.0
-        if codes is not None:
-            codes[:, rows:end] = _signs(matrix[rows:end]).T
         ids[rows:end] = pending_ids
         rows = end
         pending.clear()
@@ -375,47 +208,36 @@ def load_matrix(
             if cancelled():
                 return None
     flush()
-    if rows < expected:
-        # A column-major matrix cut short is strided; copied, so the product stays one stream.
-        matrix, ids = np.require(matrix[:rows], requirements=order), ids[:rows]
-        codes = np.ascontiguousarray(codes[:, :rows]) if codes is not None else None
+    matrix, ids = np.require(matrix[:rows], requirements=order), ids[:rows]
     if rows > 1 and not bool(np.all(ids[1:] > ids[:-1])):
         # Sorted in numpy, not with ORDER BY, which would spill every vector into a temporary b-tree.
         by_id = np.argsort(ids, kind="stable")
-        # Into a matrix of the same layout: one copy at the peak, as before.
-        sorted_matrix = np.empty_like(matrix, order=order)
-        np.take(matrix, by_id, axis=0, out=sorted_matrix, mode="clip")  # "raise" buffers a copy
-        ids, matrix = ids[by_id], sorted_matrix
-        codes = np.ascontiguousarray(codes[:, by_id]) if codes is not None else None
-    projection = Projection.of(matrix) if projects and _projects(rows, dimension) else None
-    return VectorMatrix(level=level, ids=ids, matrix=matrix, codes=codes, projection=projection)
+        ids, matrix = ids[by_id], np.require(matrix[by_id], requirements=order)
+    held = VectorMatrix(level, ids, matrix, tuning)
+    if not coded:
+        return held
+    held = VectorMatrix(level, ids, matrix, tuning, codes=sign_codes(matrix))
+    recall = prefilter_recall(held, tuning.prefilter_probes)
+    if recall < tuning.prefilter_min_recall:
+        # The prefilter would lose neighbours on this index: the exact product serves it.
+        return VectorMatrix(level, ids, matrix, tuning, checked_recall=recall)
+    return VectorMatrix(level, ids, matrix, tuning, codes=held.codes, checked_recall=recall)
 
 
 class VectorCopier:
-    """Sizes and takes the vector matrix for :class:`~governed_evidence.search.held.HeldCopy`."""
+    """Sizes and takes the vector matrix for :class:`~governed_evidence.search.copies.MemoryCopy`."""
 
     kind = "vectors"
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, tuning: SearchTuning = DEFAULT_TUNING) -> None:
         self.dimension = dimension
+        self.tuning = tuning
 
     def needed_bytes(self, conn: apsw.Connection, level: Classification) -> int:
         # No dimension, no vectors to copy (-1: cannot be held); an empty level needs nothing.
-        return matrix_bytes(count_searchable(conn, level), self.dimension) if self.dimension > 0 else -1
+        if self.dimension <= 0:
+            return -1
+        return matrix_bytes(count_searchable(conn, level), self.dimension, self.tuning)
 
     def copy(self, conn: apsw.Connection, level: Classification, cancelled: Callable[[], bool]) -> VectorMatrix | None:
-        return load_matrix(conn, level, self.dimension, cancelled=cancelled)
-
-
-class HeldVectors(HeldCopy[VectorMatrix]):
-    """The in-memory copy of one index file's searchable vectors, for one ceiling.
-
-    Copied in the background on first need (or at start, by :meth:`load`), reloaded when a
-    rebuild replaces the file, never larger than the memory budget, and stopped at
-    shutdown. While there is no copy, callers use the vec0 KNN: exact, only slower.
-    """
-
-    @property
-    def matrix(self) -> VectorMatrix | None:
-        """The copy held now, whichever file generation it belongs to."""
-        return self.copy
+        return load_matrix(conn, level, self.dimension, self.tuning, cancelled)

@@ -31,9 +31,9 @@ from governed_evidence.embeddings.base import Embedder
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp.audit import AuditSink
 from governed_evidence.mcp.calls import Calls, stdio_caller
+from governed_evidence.search.copies import MemoryBudget
 from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.service import SearchService
-from governed_evidence.search.vectors import MemoryBudget
 from tests.serving.server import Running, serving
 
 __all__ = [

@@ -39,6 +39,7 @@ from governed_evidence.mcp.app import CAPABILITIES_URI
 from governed_evidence.mcp.errors import error_text
 from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from governed_evidence.search.service import SearchService
+from governed_evidence.search.tuning import SearchTuning
 from governed_evidence.store.connection import connect
 from tests.hardening import figures
 from tests.hardening.conftest import LogCapture, MemoEmbedder
@@ -84,29 +85,37 @@ class Case:
     embedder: Embedder
     services: list[SearchService] = field(default_factory=list)
 
-    def service(self, db: Path, ceiling: Classification, *, gate: bool = False, held: bool = False) -> SearchService:
-        """A service on ``db``; ``held``: with its in-memory copies (vectors, keyword impact lists,
-        the ceiling check's visible rows) loaded."""
+    def service(
+        self,
+        db: Path,
+        ceiling: Classification,
+        *,
+        gate: bool = False,
+        held: bool = False,
+        tuning: SearchTuning | None = None,
+    ) -> SearchService:
+        """A service on ``db``; ``held``: with its in-memory copies (vectors, keyword impact lists)
+        loaded; ``tuning``: the strategies' thresholds (the shipped ones unless given)."""
         svc = SearchService(
             db,
             ceiling=ceiling,
             embedder_factory=lambda: self.embedder,
             gate_enabled=gate,
             vector_memory_bytes=HELD_MEMORY if held else 0,
+            tuning=tuning,
         )
         if held:
             svc.warm()
-            assert svc.impacts.copy is not None and svc.vectors.matrix is not None
-            assert svc.visible_rows.copy is not None
+            assert svc.impacts.copy is not None and svc.vectors.copy is not None
         self.services.append(svc)
         return svc
 
     def pair(
-        self, ceiling: Classification, *, gate: bool = False, held: bool = False
+        self, ceiling: Classification, *, gate: bool = False, held: bool = False, tuning: SearchTuning | None = None
     ) -> tuple[SearchService, SearchService]:
         return (
-            self.service(self.full, ceiling, gate=gate, held=held),
-            self.service(self.reference, ceiling, gate=gate, held=held),
+            self.service(self.full, ceiling, gate=gate, held=held, tuning=tuning),
+            self.service(self.reference, ceiling, gate=gate, held=held, tuning=tuning),
         )
 
     def close(self) -> None:
@@ -364,10 +373,10 @@ def test_search_probes_leak_nothing_and_match_the_reference(
     assert not tally.mismatches, f"{len(tally.mismatches)} answers moved, e.g. {tally.mismatches[:5]}"
 
 
-def _search_probes_held(case: Case, ceiling: Classification) -> Tally:
+def _search_probes_held(case: Case, ceiling: Classification, tuning: SearchTuning) -> Tally:
     tally = Tally()
     found = case.found[ceiling]
-    full, reference = case.pair(ceiling, held=True)
+    full, reference = case.pair(ceiling, held=True, tuning=tuning)
     plain = case.service(case.full, ceiling)
     for probe in case.probes:
         for mode in MODES:
@@ -388,30 +397,30 @@ def _search_probes_held(case: Case, ceiling: Classification) -> Tally:
     return tally
 
 
-@pytest.mark.parametrize("maxscore", [False, True], ids=["every-row", "maxscore"])
+@pytest.mark.parametrize("way", ["every row scored", "MaxScore", "sign-code prefilter"])
 def test_search_probes_with_the_in_memory_copies_leak_nothing(
-    hash_cases: dict[str, Case], captured_logs: LogCapture, maxscore: bool, monkeypatch: pytest.MonkeyPatch
+    hash_cases: dict[str, Case], captured_logs: LogCapture, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same probes ranked from the vector matrix and the keyword impact lists, and checked
-    against the visible rows held in memory (as `serve` does once they are loaded): nothing
-    above the ceiling, answers equal to the reference
-    index's and to those served from the index file itself. ``maxscore``: the keyword top k
-    found by MaxScore at every size (as from 500,000 rows), which must answer some probes."""
+    """The same probes ranked from the vector matrix and the keyword impact lists: nothing
+    above the ceiling, answers equal to the reference index's and to those served from the
+    index file itself. ``MaxScore``: the keyword top k found by MaxScore at every size (as from
+    500,000 rows), which must answer some probes; ``sign-code prefilter``: the vectors searched
+    through their sign codes at every size (as above 50,000 rows), the prefilter kept whatever
+    its check at load measured."""
     answered: list[bool] = []
+    maxscore = way == "MaxScore"
+    tuning = SearchTuning()
     if maxscore:
-        from governed_evidence.search import impacts as impacts_module
-        from governed_evidence.search import maxscore as maxscore_module
-
         # Pruned wherever a bound can be set, however small the corpus.
-        monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 0)
-        monkeypatch.setattr(maxscore_module, "ESSENTIAL_SHARE", 1.0)
+        tuning = SearchTuning(pruned_rows=0, essential_share=1.0)
         answered = counting_maxscore(monkeypatch)
+    elif way == "sign-code prefilter":
+        tuning = SearchTuning(exact_rows=0, prefilter_min_recall=0.0)
     case = hash_cases["sample"]
     with ThreadPoolExecutor(max_workers=len(CEILINGS)) as pool:
-        parts = list(pool.map(lambda c: _search_probes_held(case, c), CEILINGS))
+        parts = list(pool.map(lambda c: _search_probes_held(case, c, tuning), CEILINGS))
     tally = Tally.merged(parts)
     log_lines = _check_logs(case.found[INTERNAL], captured_logs, tally)
-    way = "MaxScore" if maxscore else "every row scored"
     figures.add(f"leakage, in-memory copies ({way}): tool calls", tally.calls)
     figures.add(f"leakage, in-memory copies ({way}): leaks found", len(tally.leaks))
     figures.add(

@@ -9,11 +9,10 @@ import pytest
 from governed_evidence.config import Classification
 from governed_evidence.search import bm25, sql
 from governed_evidence.search.query import index_tokenizer, match_expression, query_tokens, token_stems
-from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
 from governed_evidence.store.schema import fts_table
 from governed_evidence.store.text import search_text
-from tests.helpers import HashEmbedder
+from tests.search.reference import bm25_score, row_terms
 
 QUERIES = [
     "travel expenses receipts",
@@ -54,61 +53,10 @@ def test_python_bm25_equals_fts5_bm25(built_index: Path, level: Classification) 
         rows = sql.passages_by_id(conn, level, {pid for pid, _ in expected})
         for pid, fts_score in expected:
             row = rows[pid]
-            terms = bm25.row_terms(tokenizer, (row.title, row.heading, search_text(row.text)))
-            assert -bm25.score(phrases, idfs, terms, sql.BM25_WEIGHTS, totals) == pytest.approx(fts_score, rel=1e-12)
+            terms = row_terms(tokenizer, (row.title, row.heading, search_text(row.text)))
+            assert -bm25_score(phrases, idfs, terms, sql.BM25_WEIGHTS, totals) == pytest.approx(fts_score, rel=1e-12)
             checked += 1
     assert checked >= 5
-
-
-def test_selective_prefix_keeps_the_rarest_terms_within_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25, "FULL_QUERY_POSTINGS", 100)
-    monkeypatch.setattr(bm25, "POSTINGS_BUDGET", 50)
-    frequencies = {"common": 90, "rare": 5, "mid": 40, "rarer": 1}
-    terms = ["common", "rare", "mid", "rarer"]
-    # 1 + 5 + 40 fit in 50; adding 90 would not.
-    assert bm25.selective_prefix(terms, frequencies, rows=200) == [1, 2, 3]
-    # The rarest term is kept even when it alone exceeds the budget.
-    assert bm25.selective_prefix(["common", "common2"], {"common": 80, "common2": 90}, rows=200) == [0]
-    # A query touching few rows is left whole.
-    assert bm25.selective_prefix(terms, {"common": 10, "rare": 5, "mid": 4, "rarer": 1}, rows=200) == [0, 1, 2, 3]
-    # Larger tables get a share of their rows as budget.
-    monkeypatch.setattr(bm25, "BUDGET_SHARE", 0.5)
-    assert bm25.selective_prefix(terms, frequencies, rows=300) == [0, 1, 2, 3]
-
-
-def test_two_step_keyword_ranking_matches_the_full_query(
-    built_index: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Forced onto the two-step plan, every row is a candidate here, so the ranking is the full query's."""
-    svc = SearchService(built_index, ceiling=Classification.RESTRICTED, embedder_factory=lambda: hash_embedder)
-    full = {q: svc.rank(q, "keyword") for q in QUERIES}
-    monkeypatch.setattr(bm25, "FULL_QUERY_POSTINGS", 0)
-    monkeypatch.setattr(bm25, "POSTINGS_BUDGET", 1)
-    monkeypatch.setattr(bm25, "BUDGET_SHARE", 0.0)
-    calls: list[str] = []
-    original = sql.keyword_ranking
-
-    def spy(conn: object, level: Classification, expression: str, k: int) -> list[int]:
-        calls.append(expression)
-        return original(conn, level, expression, k)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(sql, "keyword_ranking", spy)
-    two_step = 0
-    for query, expected in full.items():
-        calls.clear()
-        got = svc.rank(query, "keyword")
-        conn = svc.reader.connection()[0]
-        tokens = query_tokens(conn, query)
-        found = sql.document_frequencies(conn, Classification.RESTRICTED, token_stems(conn, tokens))
-        if sum(1 for v in found.values() if v) > 1:
-            # Only the rarest words went to FTS5, not the whole query.
-            assert calls and calls[0].count(" OR ") < len(tokens) - 1
-            two_step += 1
-        expected_ids = [c.fused.passage_id for c in expected.candidates]
-        got_ids = [c.fused.passage_id for c in got.candidates]
-        # Candidates from the rarest word only: the shared prefix is the full query's order.
-        assert got_ids == [p for p in expected_ids if p in set(got_ids)][: len(got_ids)]
-    assert two_step >= 2
 
 
 @pytest.mark.parametrize("level", list(Classification))
@@ -137,7 +85,7 @@ def test_each_rows_term_set_is_what_fts5_indexed_for_it(built_index: Path) -> No
         for pid, row in rows.items():
             columns = (row.title, row.heading, row.search_text)
             held = bm25.row_term_set(tokenizer, columns)
-            assert held == bm25.row_terms(tokenizer, columns).terms
+            assert held == row_terms(tokenizer, columns).terms
             assert held == indexed[pid], pid
     finally:
         conn.close()

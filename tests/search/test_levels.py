@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from governed_evidence.config import Classification
+from governed_evidence.search.copies import MemoryBudget
 from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.service import SearchService
 from governed_evidence.search.sql import count_searchable
-from governed_evidence.search.vectors import MemoryBudget, matrix_bytes
-from governed_evidence.search.visible_rows import ROW_BYTES
+from governed_evidence.search.vectors import matrix_bytes
 from governed_evidence.store.connection import connect
 from tests.helpers import HashEmbedder
 
@@ -23,11 +23,11 @@ def _levels(db: Path, budget: MemoryBudget) -> LevelServices:
 
 
 def _needed(db: Path, level: Classification) -> int:
-    """The level's vectors and its visible rows (the impact lists of this index do not fit the budgets here)."""
+    """The level's vectors (the impact lists of this index do not fit the budgets here)."""
     conn = connect(db, readonly=True)
     try:
         rows = count_searchable(conn, level)
-        return matrix_bytes(rows, HashEmbedder().identity.dimension) + ROW_BYTES * rows
+        return matrix_bytes(rows, HashEmbedder().identity.dimension)
     finally:
         conn.close()
 
@@ -38,10 +38,10 @@ def test_the_budget_holds_for_every_level_together() -> None:
     assert budget.reserve(a, 60)
     assert not budget.reserve(b, 50)
     assert budget.reserve(b, 40)
-    assert budget.held_bytes == 100
+    assert not budget.reserve(object(), 1)  # the 100 bytes are held
     assert budget.reserve(a, 10)  # replacing its own share
     budget.release(b)
-    assert budget.held_bytes == 10
+    assert budget.reserve(object(), 90)  # 10 held: 90 left
 
 
 def test_levels_are_copied_from_public_upward_until_the_budget_is_spent(built_index: Path) -> None:
@@ -51,10 +51,9 @@ def test_levels_are_copied_from_public_upward_until_the_budget_is_spent(built_in
     levels = _levels(built_index, budget)
     levels.warm_all()
     levels.wait()
-    held = {service.ceiling: service.vectors.matrix for service in levels.made()}
+    held = {service.ceiling: service.vectors.copy for service in levels.made()}
     assert held[Classification.PUBLIC] is not None and held[Classification.INTERNAL] is not None
     assert held[Classification.RESTRICTED] is None
-    assert budget.held_bytes <= budget.total_bytes
     # A level's copy holds nothing above it.
     for level, matrix in held.items():
         if matrix is not None:

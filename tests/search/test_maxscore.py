@@ -12,16 +12,18 @@ import pytest
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.search import bm25
-from governed_evidence.search import impacts as impacts_module
 from governed_evidence.search.impacts import load_impacts
 from governed_evidence.search.maxscore import Phrase, best_positions, pruned_top, whole_scores
 from governed_evidence.search.query import query_tokens, token_stems
+from governed_evidence.search.tuning import DEFAULT_TUNING
 from governed_evidence.store.connection import connect
 from tests.helpers import HashEmbedder, counting_maxscore
 from tests.search.test_impacts import QUERIES, SHARED_CORPUS, SOC2_QUERIES
 
 SEED = 20261206
 DEPTHS = (1, 3, 10, 50, 200)
+#: The shipped share of postings at which MaxScore gives up.
+SHARE = DEFAULT_TUNING.essential_share
 
 
 def _phrase(rng: random.Random, rows: int, held: int, *, levels: int) -> Phrase:
@@ -61,7 +63,7 @@ def test_pruned_top_equals_scoring_every_row_on_random_queries() -> None:
         rows = rng.choice([200, 2_000, 20_000])
         phrases = _query(rng, rows)
         for depth in DEPTHS:
-            got = pruned_top(phrases, depth)
+            got = pruned_top(phrases, depth, SHARE)
             if got is None:
                 continue
             pruned += 1
@@ -102,23 +104,23 @@ def test_a_query_of_one_rare_word_and_common_ones_skips_most_rows() -> None:
     rare = _phrase(rng, rows, 300, levels=1000)
     common = [_phrase(rng, rows, rows // 2, levels=1000) for _ in range(3)]
     phrases = [common[0], rare, *common[1:]]
-    got = pruned_top(phrases, 10)
+    got = pruned_top(phrases, 10, SHARE)
     assert got is not None
     assert np.array_equal(got, _dense_top(phrases, rows, 10))
     # Nothing to prune: a single common word is all essential.
-    assert pruned_top(common[:1], 10) is None
-    assert pruned_top([], 10) is None
-    assert pruned_top(phrases, 0) is None
+    assert pruned_top(common[:1], 10, SHARE) is None
+    assert pruned_top([], 10, SHARE) is None
+    assert pruned_top(phrases, 0, SHARE) is None
 
 
-def _rankings(db: Path, level: Classification, queries: list[str], depth: int) -> list[list[int]]:
+def _rankings(db: Path, level: Classification, queries: list[str], depth: int, *, pruned: bool) -> list[list[int]]:
     conn = connect(db, readonly=True)
     impacts = load_impacts(conn, level)
     assert impacts is not None
     out = []
     for query in queries:
         phrases = token_stems(conn, query_tokens(conn, query))
-        out.append(impacts.rank(phrases, depth))
+        out.append(impacts.rank(phrases, depth, essential_share=SHARE if pruned else None))
     return out
 
 
@@ -126,11 +128,9 @@ def test_rankings_are_the_same_with_and_without_pruning(built_index: Path, monke
     queries = [*QUERIES, "policy access security data", "the the the"]
     answered = counting_maxscore(monkeypatch)
     for depth in (1, 2, 5, 20):
-        monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 10**12)
-        every_row = _rankings(built_index, Classification.RESTRICTED, queries, depth)
+        every_row = _rankings(built_index, Classification.RESTRICTED, queries, depth, pruned=False)
         assert not answered
-        monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 0)
-        assert _rankings(built_index, Classification.RESTRICTED, queries, depth) == every_row, depth
+        assert _rankings(built_index, Classification.RESTRICTED, queries, depth, pruned=True) == every_row, depth
         assert any(every_row)
         # Over a handful of passages few queries can be pruned; the real corpus below has more.
         pruned, answered[:] = sum(answered), []
@@ -150,10 +150,8 @@ def test_rankings_are_the_same_with_and_without_pruning_on_a_real_corpus(
         "background checks for new employees before they join the company",
     ]
     answered = counting_maxscore(monkeypatch)
-    monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 10**12)
-    every_row = _rankings(db, Classification.RESTRICTED, queries, 10)
-    monkeypatch.setattr(impacts_module, "PRUNED_ROWS", 0)
-    assert _rankings(db, Classification.RESTRICTED, queries, 10) == every_row
+    every_row = _rankings(db, Classification.RESTRICTED, queries, 10, pruned=False)
+    assert _rankings(db, Classification.RESTRICTED, queries, 10, pruned=True) == every_row
     assert all(every_row)
     # MaxScore answered most of them itself (the comparison is not of scoring every row twice).
     assert sum(answered) >= len(queries) // 2, answered

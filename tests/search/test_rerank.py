@@ -29,7 +29,7 @@ from governed_evidence.config import Classification, Settings
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import ConfigError
 from governed_evidence.ingest.pipeline import ingest_corpus
-from governed_evidence.search.gate import apply_gate
+from governed_evidence.search.gate import gate as apply_gate
 from governed_evidence.search.models import SearchResponse
 from governed_evidence.search.rerank import (
     ChatGrader,
@@ -609,10 +609,11 @@ def test_nothing_above_the_ceiling_or_withheld_by_the_gate_is_sent(
             # What the gate withholds in this search, worked out from the same ranking.
             threshold = svc.thresholds.strict if confidence == "strict" else svc.thresholds.normal
             ranking = svc.rank(query)
-            assert all(c.row.classification <= Classification.INTERNAL for c in ranking.candidates)
-            gated = apply_gate(ranking.candidates, threshold=threshold, enabled=gate, limit=len(ranking.candidates))
-            kept = {c.row.id for c in gated.kept}
-            withheld = [c.row.text for c in ranking.candidates if c.row.id not in kept]
+            candidates = ranking.with_rows(ranking.candidates)
+            assert all(c.row is not None and c.row.classification <= Classification.INTERNAL for c in candidates)
+            gated = apply_gate(candidates, threshold=threshold, enabled=gate, limit=len(candidates))
+            kept = {c.passage_id for c in gated.kept}
+            withheld = [c.row.text for c in candidates if c.row is not None and c.passage_id not in kept]
             withheld_somewhere += len(withheld)
 
             before = len(upstream.received)

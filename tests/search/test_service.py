@@ -19,10 +19,9 @@ from governed_evidence.errors import (
     NotFoundError,
 )
 from governed_evidence.ingest.pipeline import ingest_corpus
-from governed_evidence.search import query_embedder
-from governed_evidence.search import service as service_module
 from governed_evidence.search.reading import NOT_FOUND_MESSAGE
 from governed_evidence.search.service import SearchService
+from governed_evidence.search.tuning import SearchTuning
 from tests.helpers import HashEmbedder, write
 
 Factory = Callable[..., SearchService]
@@ -273,7 +272,8 @@ def test_every_search_logs_where_its_time_went(service_factory: Factory) -> None
     assert len(events) == 2
     for event in events:
         stages = event["stages_ms"]
-        assert list(stages) == ["plan", "keyword", "embedding_wait", "semantic", "rows", "signals", "gate", "response"]
+        assert list(stages) == ["plan", "keyword", "embedding_wait", "semantic", "candidates", "gate", "response"]
+        assert set(event["strategy"]) == {"keyword", "semantic", "embedding"}
         assert all(ms >= 0 for ms in stages.values())
         # The stages are parts of the search, never more than the whole.
         assert sum(stages.values()) <= event["ms"] + 0.01
@@ -310,45 +310,48 @@ class _ThreadRecordingEmbedder(HashEmbedder):
     ("memory", "caller_rows", "expected"),
     [
         # The keyword impact lists held, and few rows: embedded where the search runs.
-        (64 << 20, query_embedder.CALLER_THREAD_ROWS, "caller"),
-        # Held but more rows than the limit: on a worker, while the keyword side runs.
+        (64 << 20, SearchTuning().caller_thread_rows, "caller"),
+        # Held but more rows than the threshold: on a worker, while the keyword side runs.
         (64 << 20, 0, "worker"),
         # No memory for the copies (the keyword side is FTS5's): on a worker.
-        (0, query_embedder.CALLER_THREAD_ROWS, "worker"),
+        (0, SearchTuning().caller_thread_rows, "worker"),
     ],
 )
-def test_query_embedded_on_the_caller_thread_only_when_the_keyword_side_is_short(
-    built_index: Path, memory: int, caller_rows: int, expected: str, monkeypatch: pytest.MonkeyPatch
+def test_the_query_is_embedded_on_the_caller_thread_only_when_the_keyword_side_is_short(
+    built_index: Path, memory: int, caller_rows: int, expected: str
 ) -> None:
     queries = ["train fares", "annual leave staff", "hotel claim receipts"]
     modes = ("hybrid", "keyword", "semantic")
 
-    def service(embedder: HashEmbedder) -> SearchService:
+    def service(embedder: HashEmbedder, tuning: SearchTuning) -> SearchService:
         made = SearchService(
             built_index,
             ceiling=Classification.INTERNAL,
             embedder_factory=lambda: embedder,
             gate_enabled=False,
             vector_memory_bytes=memory,
+            tuning=tuning,
         )
         made.warm()
         return made
 
-    # The answers as the shipped rule gives them, then with the rule set for this case.
-    reference = service(HashEmbedder())
+    # The answers with the shipped thresholds, then with the threshold set for this case.
+    reference = service(HashEmbedder(), SearchTuning())
     want = [reference.search(q, limit=20, mode=m).model_dump() for q in queries for m in modes]  # type: ignore[arg-type]
     reference.close()
-    monkeypatch.setattr(service_module, "CALLER_THREAD_ROWS", caller_rows)
+    reference.reader.close()
     embedder = _ThreadRecordingEmbedder()
-    svc = service(embedder)
+    svc = service(embedder, SearchTuning(caller_thread_rows=caller_rows))
     assert (svc.impacts.copy is not None) == (memory > 0)
     got = [svc.search(q, limit=20, mode=m).model_dump() for q in queries for m in modes]  # type: ignore[arg-type]
     # Wherever the query is embedded, the answers are the same.
     assert got == want
     caller = threading.current_thread().name
+    # Every mode embeds the query (keyword mode for the candidates' similarity).
     assert len(embedder.threads) == 3 * len(queries)
     if expected == "caller":
         assert set(embedder.threads) == {caller}
     else:
         assert all(name.startswith("query-embed") for name in embedder.threads)
     svc.close()
+    svc.reader.close()

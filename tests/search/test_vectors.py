@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
-from typing import Literal
 
 import apsw
 import numpy as np
@@ -16,6 +12,8 @@ import pytest
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.search import sql, vectors
+from governed_evidence.search.service import SearchService
+from governed_evidence.search.tuning import SearchTuning
 from governed_evidence.search.vectors import VectorMatrix, load_matrix
 from governed_evidence.store.connection import connect
 from tests.helpers import SMALL_CORPUS_QUERIES, HashEmbedder, ungated_service, write
@@ -54,91 +52,36 @@ def test_matrix_holds_nothing_above_the_ceiling(built_index: Path, hash_embedder
         assert matrix.distances(hash_embedder.embed(["x"])[0], above) == {}
 
 
-def test_sign_code_prefilter_is_exact_when_rescoring_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sign_code_prefilter_is_exact_when_rescoring_everything() -> None:
     rng = np.random.default_rng(7)
     rows = rng.standard_normal((3000, 64)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     ids = np.arange(1, 3001, dtype=np.int64)
     exact = VectorMatrix(Classification.PUBLIC, ids, rows)
-    coded = VectorMatrix(Classification.PUBLIC, ids, rows, codes=vectors.sign_codes(rows))
-    monkeypatch.setattr(vectors, "RESCORE_MIN", 3000)
+    coded = VectorMatrix(Classification.PUBLIC, ids, rows, SearchTuning(rescore_min=3000), vectors.sign_codes(rows))
     for _ in range(20):
         query = rng.standard_normal(64).astype(np.float32)
         assert coded.knn(query, 10) == exact.knn(query, 10)
 
 
-@pytest.mark.parametrize("block", [None, vectors.HAMMING_BLOCK, 1000, 999, 128])
-def test_the_hamming_scan_in_blocks_picks_what_the_whole_scan_picks(
-    monkeypatch: pytest.MonkeyPatch, block: int | None
-) -> None:
-    """Above WHOLE_SCAN_ROWS the scan runs a block of rows at a time: whole or with any block size
-    it picks exactly the rows a direct scan picks (every row under the cut-off, then the first
-    rows at it)."""
+def test_the_hamming_scan_picks_every_row_under_the_cut_off_then_the_first_at_it() -> None:
     rng = np.random.default_rng(5)
     rows = _clustered(rng, 4_000, 128)
-    matrix = VectorMatrix(
-        Classification.PUBLIC, np.arange(1, 4_001, dtype=np.int64), rows, codes=vectors.sign_codes(rows)
-    )
-    assert matrix.codes is not None
-    if block is not None:  # None: the 4,000 rows scanned whole, as any matrix up to WHOLE_SCAN_ROWS
-        monkeypatch.setattr(vectors, "WHOLE_SCAN_ROWS", 0)
-        monkeypatch.setattr(vectors, "HAMMING_BLOCK", block)
+    codes = vectors.sign_codes(rows)
     for i in range(20):
         query_code = vectors.sign_codes(
             rows[i * 131 : i * 131 + 1] + 0.5 * rng.standard_normal((1, 128)).astype(np.float32)
-        )[:, 0]
-        words = matrix.codes.shape[0]
-        distance = sum(np.bitwise_count(matrix.codes[w] ^ query_code[w]).astype(np.int64) for w in range(words))
+        )
+        distance = sum(np.bitwise_count(codes[w] ^ query_code[w, 0]).astype(np.int64) for w in range(codes.shape[0]))
         for wanted in (1, 37, 500, 3_999, 4_000, 5_000):
-            # Stable: ties at the cut-off are taken in row order, as the scan takes them (and
-            # every row when more are wanted than there are).
+            # Stable: ties at the cut-off are taken in row order (every row when more are wanted).
             expected = np.sort(np.argsort(distance, kind="stable")[:wanted])
-            got = matrix._nearest_codes(query_code, wanted)
-            assert np.array_equal(np.sort(got), expected), (block, i, wanted)
+            got = vectors._nearest_codes(codes, query_code, wanted)
+            assert np.array_equal(np.sort(got), expected), (i, wanted)
             assert len(got) == min(wanted, 4_000)
 
 
-_RESCORE_PROBE = """
-import numpy as np
-from governed_evidence.search import vectors
-rng = np.random.default_rng(3)
-rows = rng.standard_normal((1_600, 384)).astype(np.float32)
-rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-compared = differing = 0
-for count in range(1, 1_601):
-    picked = np.sort(rng.choice(1_600, count, replace=False))
-    unit = rows[int(picked[0])] + 0.2 * rng.standard_normal(384).astype(np.float32)
-    unit /= np.linalg.norm(unit)
-    got = vectors._rescored(rows, picked, unit)
-    assert got.dtype == np.float32 and got.shape == (count,)
-    compared += count
-    differing += int(np.count_nonzero(got != rows[picked] @ unit))
-print(vectors.RESCORE_BLOCK, compared, differing)
-"""
-
-
-def test_rescoring_in_blocks_gives_every_row_the_whole_gathers_score() -> None:
-    """The sign-code path rescores its rows a block at a time: on one BLAS thread, as every
-    command runs numpy, each row's similarity is the one the whole gather's product gives, to
-    the bit, for every count of rows from 1 to 1,600 (one to four blocks, a last block of one
-    row among them). On more threads the whole product's own last bits change with how
-    OpenBLAS splits its rows. In a fresh process: the thread count is fixed when numpy loads."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    done = subprocess.run(
-        [sys.executable, "-c", _RESCORE_PROBE],
-        env={**env, "OPENBLAS_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    block, compared, differing = (int(x) for x in done.stdout.split())
-    assert block < 1_600 // 3  # the counts span several blocks
-    assert compared == 1_600 * 1_601 // 2
-    assert differing == 0
-
-
-def test_sign_code_prefilter_recall_and_exact_distances(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sign_code_prefilter_recall_and_exact_distances() -> None:
     """Clustered vectors: the Hamming step keeps most true neighbours, and the distances are exact.
 
     A floor against regressions only; recall on real embeddings is measured by ``make bench``
@@ -149,7 +92,7 @@ def test_sign_code_prefilter_recall_and_exact_distances(monkeypatch: pytest.Monk
     ids = np.arange(1, 20_001, dtype=np.int64)
     exact = VectorMatrix(Classification.PUBLIC, ids, rows)
     coded = VectorMatrix(Classification.PUBLIC, ids, rows, codes=vectors.sign_codes(rows))
-    assert vectors.rescore_count(20_000, 10) == 2000
+    assert SearchTuning().rescore_count(20_000, 10) == 2000
     assert _neighbours_found(exact, coded, rows, rng) / 500 >= 0.85
 
 
@@ -178,44 +121,22 @@ def _neighbours_found(
     return found
 
 
-def _projected(rows: np.ndarray) -> VectorMatrix:
-    ids = np.arange(1, rows.shape[0] + 1, dtype=np.int64)
-    return VectorMatrix(Classification.PUBLIC, ids, rows, projection=vectors.Projection.of(rows))
+def test_the_prefilter_serves_only_an_index_it_keeps_the_neighbours_of() -> None:
+    """Checked on the index's own rows: clustered vectors (what embeddings look like) keep their
+    neighbours through the sign codes; random unit vectors do not, and are searched exactly."""
+    rng = np.random.default_rng(29)
+    tuning = SearchTuning()
+    for rows, keeps in ((_clustered(rng, 20_000, 384), True), (_random_unit(rng, 20_000, 384), False)):
+        ids = np.arange(1, rows.shape[0] + 1, dtype=np.int64)
+        coded = VectorMatrix(Classification.PUBLIC, ids, rows, tuning, vectors.sign_codes(rows))
+        recall = vectors.prefilter_recall(coded, tuning.prefilter_probes)
+        assert (recall >= tuning.prefilter_min_recall) == keeps, recall
 
 
-def test_principal_basis_is_orthonormal_and_keeps_the_leading_directions() -> None:
-    rng = np.random.default_rng(3)
-    # Rank-8 rows in 384 dimensions: eight leading directions reproduce every inner product.
-    rows = (rng.standard_normal((5000, 8)) @ rng.standard_normal((8, 384))).astype(np.float32)
-    basis = vectors.principal_basis(rows, 8)
-    assert basis.shape == (384, 8) and basis.dtype == np.float32 and basis.flags.c_contiguous
-    np.testing.assert_allclose(basis.T @ basis, np.eye(8), atol=1e-5)
-    query = rows[17]
-    np.testing.assert_allclose((rows @ basis) @ (basis.T @ query), rows @ query, rtol=1e-3, atol=1e-2)
-
-
-def test_projected_prefilter_is_exact_when_rescoring_everything(monkeypatch: pytest.MonkeyPatch) -> None:
-    rows = _clustered(np.random.default_rng(13), 3000, 384)
-    exact = VectorMatrix(Classification.PUBLIC, np.arange(1, 3001, dtype=np.int64), rows)
-    monkeypatch.setattr(vectors, "PROJECTED_RESCORE_MIN", 3000)
-    projected = _projected(rows)
-    rng = np.random.default_rng(2)
-    for _ in range(20):
-        query = rng.standard_normal(384).astype(np.float32)
-        assert projected.knn(query, 10) == exact.knn(query, 10)
-
-
-def test_projected_prefilter_recall_and_exact_distances() -> None:
-    """The projected product keeps nearly every true neighbour, and the distances are exact.
-
-    A floor against regressions only; recall on real embeddings is measured by ``make bench``
-    and ``python -m benchmarks.projection``.
-    """
-    rows = _clustered(np.random.default_rng(11), 20_000, 384)
-    exact = VectorMatrix(Classification.PUBLIC, np.arange(1, 20_001, dtype=np.int64), rows)
-    projected = _projected(rows)
-    assert vectors.projected_count(20_000, 10) == 1000
-    assert _neighbours_found(exact, projected, rows, np.random.default_rng(5)) / 500 >= 0.95  # 0.962 when written
+def _random_unit(rng: np.random.Generator, rows: int, dimension: int) -> np.ndarray:
+    out = rng.standard_normal((rows, dimension)).astype(np.float32)
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out
 
 
 def test_service_answers_the_same_with_vectors_in_memory(built_index: Path, hash_embedder: HashEmbedder) -> None:
@@ -223,7 +144,7 @@ def test_service_answers_the_same_with_vectors_in_memory(built_index: Path, hash
         plain = ungated_service(built_index, hash_embedder, ceiling, memory=0)
         held = ungated_service(built_index, hash_embedder, ceiling)
         held.warm()
-        assert held.vectors.matrix is not None
+        assert held.vectors.copy is not None
         for query in QUERIES:
             for mode in ("hybrid", "semantic"):
                 a = plain.search(query, limit=10, mode=mode)  # type: ignore[arg-type]
@@ -249,17 +170,26 @@ def test_restricted_never_returned_with_vectors_in_memory(
 
 
 @pytest.mark.parametrize("ceiling", [Classification.PUBLIC, Classification.INTERNAL])
-def test_the_projection_holds_and_returns_nothing_above_the_ceiling(
-    built_index: Path, hash_embedder: HashEmbedder, ceiling: Classification, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("min_recall", [0.0, 1.01], ids=["prefilter kept", "prefilter refused"])
+def test_the_sign_code_copy_holds_and_returns_nothing_above_the_ceiling(
+    built_index: Path, hash_embedder: HashEmbedder, ceiling: Classification, min_recall: float
 ) -> None:
-    """Must be zero: with every copy searched through the projection, its directions come from
-    the caller's rows only and nothing restricted reaches a result."""
-    monkeypatch.setattr(vectors, "PROJECTED_ROWS", 1)
-    monkeypatch.setattr(vectors, "PROJECTED_DIMENSION", 8)
-    svc = ungated_service(built_index, hash_embedder, ceiling)
+    """Must be zero: with every copy searched through sign codes (or refused them at load), the
+    copy holds the caller's rows only and nothing restricted reaches a result."""
+    tuning = SearchTuning(exact_rows=1, prefilter_min_recall=min_recall)
+    svc = SearchService(
+        built_index,
+        ceiling=ceiling,
+        embedder_factory=lambda: hash_embedder,
+        gate_enabled=False,
+        vector_memory_bytes=64 << 20,
+        tuning=tuning,
+    )
     svc.warm()
-    held = svc.vectors.matrix
-    assert held is not None and held.projection is not None
+    held = svc.vectors.copy
+    assert held is not None and held.checked_recall is not None
+    assert (held.codes is not None) == (min_recall == 0.0)
+    assert svc.status().vector_search == ("sign-code prefilter" if min_recall == 0.0 else "exact product")
     conn = connect(built_index, readonly=True)
     visible = sorted(
         int(pid)
@@ -268,21 +198,20 @@ def test_the_projection_holds_and_returns_nothing_above_the_ceiling(
         )
     )
     conn.close()
-    # The projected rows are the caller's rows, one each, and the directions are those of them alone.
-    assert held.ids.tolist() == visible and held.projection.rows.shape == (len(visible), 8)
-    np.testing.assert_allclose(held.projection.basis, vectors.principal_basis(held.matrix, 8), atol=1e-6)
+    assert held.ids.tolist() == visible
     for query in [*QUERIES, "Zephyr", "cost centre 9931", "88,000"]:
         for mode in ("hybrid", "semantic"):
             dumped = svc.search(query, limit=20, mode=mode, confidence_level="normal").model_dump_json()  # type: ignore[arg-type]
             for word in ("Quillmoor", "Zephyr", "Brackenfield", "9931", "restricted/"):
                 assert word not in dumped
     svc.close()
+    svc.reader.close()
 
 
 def test_over_budget_falls_back_to_vec0(built_index: Path, hash_embedder: HashEmbedder) -> None:
     svc = ungated_service(built_index, hash_embedder, Classification.RESTRICTED, memory=1024)
     svc.warm()
-    assert svc.vectors.matrix is None
+    assert svc.vectors.copy is None
     plain = ungated_service(built_index, hash_embedder, Classification.RESTRICTED, memory=0)
     for query in QUERIES:
         assert svc.search(query).model_dump() == plain.search(query).model_dump()
@@ -295,7 +224,7 @@ def test_a_rebuild_replaces_the_vectors_in_memory(tmp_path: Path, hash_embedder:
     ingest_corpus(corpus, db, hash_embedder, ceiling=Classification.PUBLIC, progress=None)
     svc = ungated_service(db, hash_embedder, Classification.PUBLIC)
     svc.warm()
-    first, first_generation = svc.vectors.matrix, svc.vectors.generation
+    first, first_generation = svc.vectors.copy, svc.vectors.generation
     assert first is not None and first.rows == 1
 
     write(corpus, "public/b.md", "# Beta\n\nGlacier surveys record the meltwater each spring season.\n")
@@ -305,7 +234,7 @@ def test_a_rebuild_replaces_the_vectors_in_memory(tmp_path: Path, hash_embedder:
     hit = svc.search("glacier meltwater spring", mode="semantic").results[0]
     assert hit.document == "public/b.md"
     svc.warm()
-    second = svc.vectors.matrix
+    second = svc.vectors.copy
     assert second is not None and svc.vectors.generation != first_generation and second.rows == 2
     assert svc.search("glacier meltwater spring", mode="semantic").results[0].document == "public/b.md"
 
@@ -314,7 +243,7 @@ def test_a_closing_service_copies_nothing_and_still_answers(built_index: Path, h
     svc = ungated_service(built_index, hash_embedder, Classification.INTERNAL)
     svc.close()
     svc.warm()
-    assert svc.vectors.matrix is None
+    assert svc.vectors.copy is None
     assert svc.search("travel expenses", mode="semantic").results
 
 
@@ -358,34 +287,24 @@ def test_a_copy_stops_between_blocks_when_cancelled(tmp_path: Path) -> None:
     assert whole is not None and whole.rows == 9000
 
 
-@pytest.mark.parametrize(("exact_rows", "projected_rows"), [(10_000, 10_000), (100, 10_000), (10_000, 100)])
-def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_rows: int, projected_rows: int
-) -> None:
+@pytest.mark.parametrize("exact_rows", [10_000, 100])
+def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(tmp_path: Path, exact_rows: int) -> None:
     """Column-major while every query is a full product (the faster matrix-vector kernel),
-    row-major when rescored rows are gathered (after sign codes or a projected product); either
-    way each id keeps its own unit vector, including when the file returns the vectors out of
-    id order."""
-    monkeypatch.setattr(vectors, "EXACT_ROWS", exact_rows)
-    monkeypatch.setattr(vectors, "PROJECTED_ROWS", projected_rows)
-    monkeypatch.setattr(vectors, "PROJECTED_DIMENSION", 4)
+    row-major when rescored rows are gathered after the sign codes; either way each id keeps its
+    own unit vector, including when the file returns the vectors out of id order."""
+    tuning = SearchTuning(exact_rows=exact_rows, prefilter_min_recall=0.0)
     rng = np.random.default_rng(5)
     raw = rng.standard_normal((300, 16)).astype(np.float32)
     raw[7] = 0.0  # no direction: held as zeros
     ids = list(range(300, 0, -1))  # inserted (and read back) in descending id order
     conn = _file_of_vectors(tmp_path / "v.sqlite", raw, ids)
-    matrix = load_matrix(conn, Classification.PUBLIC, 16)
+    matrix = load_matrix(conn, Classification.PUBLIC, 16, tuning)
     assert matrix is not None
     if exact_rows < 300:
-        assert matrix.matrix.flags.c_contiguous and matrix.codes is not None and matrix.projection is None
-    elif projected_rows <= 300:
-        assert matrix.matrix.flags.c_contiguous and matrix.codes is None
-        assert matrix.projection is not None and matrix.projection.basis.shape == (16, 4)
-        assert matrix.projection.rows.flags.f_contiguous
-        np.testing.assert_allclose(matrix.projection.rows, matrix.matrix @ matrix.projection.basis, atol=1e-6)
+        assert matrix.matrix.flags.c_contiguous and matrix.codes is not None
     else:
-        assert matrix.matrix.flags.f_contiguous and matrix.codes is None and matrix.projection is None
-    assert matrix.nbytes == vectors.matrix_bytes(300, 16)
+        assert matrix.matrix.flags.f_contiguous and matrix.codes is None
+    assert matrix.nbytes == vectors.matrix_bytes(300, 16, tuning)
     assert matrix.ids.tolist() == list(range(1, 301))
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
     unit = np.divide(raw, norms, out=np.zeros_like(raw), where=norms > 0)
@@ -394,15 +313,3 @@ def test_the_matrix_layout_follows_its_use_and_holds_the_same_rows(
     query = rng.standard_normal(16).astype(np.float32)
     reference = VectorMatrix(Classification.PUBLIC, matrix.ids, np.ascontiguousarray(matrix.matrix))
     assert [p for p, _ in matrix.knn(query, 10)] == [p for p, _ in reference.knn(query, 10)]
-
-
-@pytest.mark.parametrize("order", ["C", "F"])
-def test_rows_are_gathered_as_indexing_gathers_them(order: Literal["C", "F"]) -> None:
-    """Rescoring copies its rows with ``np.take``: the same rows, in the order asked (repeats,
-    none, the last row), as ``matrix[rows]`` gives, for either memory layout."""
-    rng = np.random.default_rng(17)
-    matrix = np.asarray(rng.standard_normal((300, 384)), dtype=np.float32, order=order)
-    for rows in (rng.permutation(300)[:120], np.array([5, 5, 299, 0]), np.array([], dtype=np.int64)):
-        gathered = vectors._gathered(matrix, rows)
-        assert gathered.dtype == np.float32
-        assert np.array_equal(gathered, matrix[rows])

@@ -20,9 +20,9 @@ from governed_evidence.errors import ConfigError
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp.audit import AuditSink
 from governed_evidence.mcp.calls import NOT_CLEARED_MESSAGE, Calls
+from governed_evidence.search.copies import MemoryBudget
 from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.service import SearchService
-from governed_evidence.search.vectors import MemoryBudget
 from governed_evidence.serving.http import HttpOptions, check_binding
 from tests.helpers import HashEmbedder
 from tests.serving.server import Running, get, serving

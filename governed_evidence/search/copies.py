@@ -1,4 +1,4 @@
-"""Read-only copies of one index file held in memory: copied in the background, under one budget.
+"""Read-only copies of one index file in memory: copied in the background, under one budget.
 
 Two derived structures are served from memory: the vector matrix (:mod:`vectors`) and the
 keyword impact lists (:mod:`impacts`). Both are copies of what the index file stores, keyed by
@@ -21,7 +21,7 @@ from governed_evidence.errors import IndexUnavailableError
 from governed_evidence.logging import get_logger
 from governed_evidence.store.connection import IndexReader
 
-__all__ = ["Copier", "HeldCopy", "MemoryBudget"]
+__all__ = ["Copier", "MemoryBudget", "MemoryCopy"]
 
 log = get_logger("search")
 
@@ -60,29 +60,24 @@ class MemoryBudget:
 
     def __init__(self, total_bytes: int) -> None:
         self.total_bytes = total_bytes
-        self._held: dict[int, int] = {}
+        self._reserved: dict[int, int] = {}
         self._lock = threading.Lock()
 
     def reserve(self, owner: object, nbytes: int) -> bool:
         """Hold ``nbytes`` for ``owner`` (replacing what it held) if they fit beside the others'."""
         with self._lock:
-            others = sum(n for key, n in self._held.items() if key != id(owner))
+            others = sum(n for key, n in self._reserved.items() if key != id(owner))
             if others + nbytes > self.total_bytes:
                 return False
-            self._held[id(owner)] = nbytes
+            self._reserved[id(owner)] = nbytes
             return True
 
     def release(self, owner: object) -> None:
         with self._lock:
-            self._held.pop(id(owner), None)
-
-    @property
-    def held_bytes(self) -> int:
-        with self._lock:
-            return sum(self._held.values())
+            self._reserved.pop(id(owner), None)
 
 
-class HeldCopy(Generic[T]):
+class MemoryCopy(Generic[T]):
     """One in-memory copy of one index file, for one ceiling, reloaded per file generation."""
 
     def __init__(self, reader: IndexReader, memory: int | MemoryBudget, ceiling: Classification) -> None:
@@ -91,7 +86,7 @@ class HeldCopy(Generic[T]):
         self._budget = memory if isinstance(memory, MemoryBudget) else MemoryBudget(memory)
         self.memory_bytes = self._budget.total_bytes
         self._ceiling = ceiling
-        self._held: tuple[tuple[int, int], T] | None = None
+        self._copy: tuple[tuple[int, int], T] | None = None
         self._attempted: set[tuple[int, int]] = set()
         # Two locks: a search only ever takes the short one, so it never waits for a copy.
         self._attempt_lock = threading.Lock()
@@ -101,20 +96,20 @@ class HeldCopy(Generic[T]):
     @property
     def copy(self) -> T | None:
         """The copy held now, whichever file generation it belongs to."""
-        held = self._held
-        return held[1] if held is not None else None
+        current = self._copy
+        return current[1] if current is not None else None
 
     @property
     def generation(self) -> tuple[int, int] | None:
         """The file generation of the copy held now (None without one)."""
-        held = self._held
-        return held[0] if held is not None else None
+        current = self._copy
+        return current[0] if current is not None else None
 
     def get(self, generation: tuple[int, int], level: Classification, copier: Copier[T]) -> T | None:
         """The copy of this file generation, or None (and a background copy is started)."""
-        held = self._held
-        if held is not None and held[0] == generation:
-            return held[1]
+        current = self._copy
+        if current is not None and current[0] == generation:
+            return current[1]
         if self.memory_bytes <= 0 or self._closing.is_set():
             return None
         with self._attempt_lock:
@@ -147,8 +142,8 @@ class HeldCopy(Generic[T]):
     ) -> None:
         """Take the copy of ``generation`` now, unless held already or over the budget."""
         with self._load_lock:
-            held = self._held
-            if held is not None and held[0] == generation:
+            current = self._copy
+            if current is not None and current[0] == generation:
                 return
             with self._attempt_lock:
                 self._attempted.add(generation)
@@ -156,7 +151,7 @@ class HeldCopy(Generic[T]):
                 return
             needed = copier.needed_bytes(conn, level)
             # Drop the previous file's copy first, so a rebuild never holds two.
-            self._held = None
+            self._copy = None
             self._budget.release(self)
             if needed == 0:
                 # An empty level: the index file answers it as fast.
@@ -186,7 +181,7 @@ class HeldCopy(Generic[T]):
                 return
             # What the copy turned out to need (an estimate was reserved before it existed).
             self._budget.reserve(self, copy.nbytes)
-            self._held = (generation, copy)
+            self._copy = (generation, copy)
         log.info(
             f"{copier.kind}_in_memory",
             rows=copy.rows,
