@@ -41,6 +41,7 @@ from governed_evidence.ingest.guards import sanitize
 from governed_evidence.ingest.loaders.bounded import limit_cpu, run_bounded
 from governed_evidence.ingest.loaders.html_boilerplate import drop_boilerplate
 from governed_evidence.ingest.loaders.rows import cell_text, labelled_row
+from governed_evidence.ingest.templates import strip_template_tags
 
 __all__ = ["CPU_BASE_SECONDS", "CPU_SECONDS_PER_MIB", "MAX_HTML_BYTES", "load_html"]
 
@@ -383,7 +384,8 @@ def _extract(path: Path) -> _Page:
             "the rest of the page would be lost"
         )
     titles = root.xpath("//head/title") or root.xpath("//title")
-    title = cell_text(sanitize(titles[0].text_content())) if titles else ""
+    # A page saved from a template may title itself "{{ site.title }}": its first heading then.
+    title = strip_template_tags(cell_text(sanitize(titles[0].text_content()))).strip() if titles else ""
     _stamp_lines(root)
     for br in root.iter("br"):
         br.tail = _BREAK + (br.tail or "")
@@ -393,7 +395,9 @@ def _extract(path: Path) -> _Page:
     # The parser refused anything deeper than 256 elements, so this recursion stays shallow.
     reader.element(content, str(content.tag).lower(), "paragraph")
     if not title:
-        title = next((b.text for b in reader.blocks if b.kind == "heading"), "")
+        title = next(
+            (t for b in reader.blocks if b.kind == "heading" and (t := strip_template_tags(b.text).strip())), ""
+        )
     return _Page(title, reader.blocks)
 
 
