@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 from governed_evidence import composition
 from governed_evidence.commands.common import LEVELS, index_path
 from governed_evidence.config import Classification, Settings, parse_level
+from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
 
 if TYPE_CHECKING:
-    from governed_evidence.ingest.report import IngestReport
+    from governed_evidence.ingest.report import FileLabel, IngestReport
 
-__all__ = ["register", "run_ingest"]
+__all__ = ["register", "run_ingest", "write_labels_csv"]
 
 _OUTCOME_WORDS = {
     "indexed": "indexed",
@@ -65,6 +66,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the ingest report as JSON")
     p.add_argument(
+        "--csv",
+        metavar="FILE",
+        help="with --dry-run: also write each file's level, what decided it and its outcome to FILE (CSV)",
+    )
+    p.add_argument(
         "--quiet",
         action="store_true",
         help="no progress on stderr (by default: a bar on a terminal, a line every few seconds otherwise)",
@@ -75,6 +81,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     from governed_evidence.ingest.progress import IngestProgress
 
+    if args.csv and not args.dry_run:
+        raise InvalidRequestError("--csv: only with --dry-run")
     db = index_path(args, settings)
     progress = None if args.quiet else IngestProgress()
     try:
@@ -102,6 +110,8 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         # Also on Ctrl-C or an error: the bar ends before anything else is printed.
         if progress is not None:
             progress.close()
+    if args.csv:
+        write_labels_csv(report, Path(args.csv))
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
         return 0
@@ -148,8 +158,49 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     _print_skipped(report)
     for path, warning in report.warnings:
         print(f"  warning {path}: {warning}")
+    if report.dry_run:
+        _print_labels(report)
     _print_ingest_levels(report, args.default_classification, settings.ceiling_level)
     return 0
+
+
+def _decided(label: FileLabel) -> str:
+    return label.rule if label.rule else "governance rule" if label.decided_by == "rule" else label.decided_by
+
+
+def _print_labels(report: IngestReport) -> None:
+    """Which file got which level and what decided it (those above the ceiling only counted)."""
+    if not report.files:
+        return
+    width = max(len(_decided(f)) for f in report.files)
+    print(f"  files ({len(report.files)}): level, what decided it, outcome")
+    for f in sorted(report.files, key=lambda f: f.document):
+        print(f"    {f.classification:<10} {_decided(f):<{width}} {f.outcome:<10} {f.document}")
+    if report.excluded_above_ceiling:
+        print(f"    and {report.excluded_above_ceiling} document(s) above the ceiling, not named")
+
+
+#: What a spreadsheet would read as a formula at the start of a cell (CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
+def write_labels_csv(report: IngestReport, path: Path) -> None:
+    """The per-file label report as CSV a reviewer can open in a spreadsheet."""
+    import csv
+
+    rows = sorted(report.files, key=lambda f: f.document)
+    try:
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(["document", "classification", "decided_by", "rule", "outcome"])
+            for f in rows:
+                out.writerow([_cell(f.document), f.classification, f.decided_by, f.rule or "", f.outcome])
+    except OSError as exc:
+        raise GovernedEvidenceError(f"cannot write the label report to {path}: {exc.strerror or exc}") from None
 
 
 def _print_skipped(report: IngestReport) -> None:
