@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--corpus",
         required=True,
-        help="folder of .md, .txt, .pdf, .docx, .html, .xlsx and .pptx files (others are listed as skipped)",
+        help="folder of .md, .txt, .pdf, .docx, .html, .xlsx, .pptx, .csv and .tsv files "
+        "(others are listed as skipped)",
     )
     p.add_argument("--db", help="index file (default: $GOVERNED_EVIDENCE_DB or data/evidence.sqlite)")
     p.add_argument(

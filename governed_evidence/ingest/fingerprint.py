@@ -37,7 +37,8 @@ __all__ = ["INGEST_LOGIC_VERSION", "CorpusDigest", "corpus_fingerprint", "finger
 #: 5: the governance file's rules, lifecycle (status, owner, review_by, effective) from rules and front matter
 #: 6: HTML, XLSX and PPTX read; Office lock files (~$) skipped; sheets and slides never share a passage
 #: 7: ERB and Handlebars template tags removed like Liquid's; no title or heading holds a tag
-INGEST_LOGIC_VERSION = 7
+#: 8: CSV and TSV read like a sheet
+INGEST_LOGIC_VERSION = 8
 
 
 @dataclass(frozen=True)
