@@ -184,13 +184,20 @@ def print_data(r: DataResponse) -> None:
     _provenance(r)
 
 
+#: Hints for the person at the terminal where the tools' hint speaks to a client.
+_OPERATOR_HINTS = {
+    ErrorCode.UPSTREAM_UNAVAILABLE: "try again later or use another provider (--provider ID): "
+    "`governed-evidence stats providers` lists them; answers already cached are still served",
+}
+
+
 def _report_failure(exc: GovernedEvidenceError, *, as_json: bool) -> None:
     """The failure with the code and hint the MCP tools give for it; the message stays the
     error's own, as the operator's command line always showed it."""
     report = report_of(exc)
     if not as_json:
         # A masked error's hint speaks of a server to a client; the operator's message names the fix.
-        hint = "" if report.code is ErrorCode.INTERNAL else f"\nhint: {report.hint}"
+        hint = "" if report.code is ErrorCode.INTERNAL else f"\nhint: {_OPERATOR_HINTS.get(report.code, report.hint)}"
         print(f"error: {exc}{hint}", file=sys.stderr)
         return
     failure: dict[str, object] = {
