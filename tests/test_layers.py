@@ -27,8 +27,10 @@ ALLOWED: dict[str, set[str]] = {
     "serving": {"access", "mcp"},
     "evaluation": {"ingest", "search", "store", "embeddings", "mcp"},
     "composition": {"embeddings", "ingest", "mcp", "sdmx", "search", "store"},
+    "commands": {"access", "composition", "embeddings", "ingest", "mcp", "search", "serving", "telemetry"},
     "cli": {
         "access",
+        "commands",
         "composition",
         "embeddings",
         "evaluation",

@@ -39,7 +39,7 @@ class Block:
 @dataclass
 class LoadedDocument:
     title: str
-    format: Literal["markdown", "text", "pdf", "docx", "html", "xlsx", "pptx"]
+    format: Literal["markdown", "text", "pdf", "docx", "html", "xlsx", "pptx", "csv"]
     blocks: list[Block]
     front_matter: FrontMatter = field(default_factory=FrontMatter)
     #: Non-fatal notes for the operator (e.g. "XFA form: only static text extracted").

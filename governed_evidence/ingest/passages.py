@@ -20,6 +20,7 @@ from governed_evidence.ingest.governance import GOVERNANCE_FILE, NO_GOVERNANCE, 
 from governed_evidence.ingest.guards import find_credentials, key_block_spans
 from governed_evidence.ingest.loaders import load_document
 from governed_evidence.ingest.report import IngestReport
+from governed_evidence.ingest.templates import strip_template_tags
 from governed_evidence.invisible import strip_invisible
 from governed_evidence.store.rows import DocumentRow, PassageRow
 from governed_evidence.store.text import search_text
@@ -73,12 +74,14 @@ def _sanitise(doc: LoadedDocument, fallback_title: str) -> None:
     Titles come from DOCX core properties, PDF metadata and YAML block scalars, headings
     from PDF outlines and multi-line Markdown headings: loaders see those strings in many
     places, so the guarantees are made here, once. Titles and headings are one line each
-    (every listing and citation shows them on one).
+    (every listing and citation shows them on one), and hold no template tags (they name
+    citation ids; ``ingest/templates.py``).
     """
-    doc.title = _one_line(strip_invisible(doc.title)) or fallback_title
+    doc.title = _one_line(strip_template_tags(strip_invisible(doc.title))) or fallback_title
     for block in doc.blocks:
         block.text = strip_invisible(block.text)
-        block.headings = tuple(_one_line(strip_invisible(h)) for h in block.headings)
+        # A heading that was only a template (the site fills it in from the title) is the title.
+        block.headings = tuple(_one_line(strip_template_tags(strip_invisible(h))) or doc.title for h in block.headings)
         block.table_header = [strip_invisible(h) for h in block.table_header]
         block.table_rows = [(strip_invisible(r), n) for r, n in block.table_rows]
 

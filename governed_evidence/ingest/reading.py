@@ -50,6 +50,14 @@ def stored_status(stored: str) -> Status:
     return next((s for s in STATUSES if s == stored), "deprecated")
 
 
+def _rule(governance: Governance, rel: PurePosixPath, decided_by: str) -> str | None:
+    """The governance rule that gave ``rel`` its level, for the per-file report."""
+    if decided_by != "rule":
+        return None
+    rule = governance.deciding(rel, "classification")
+    return rule.describe() if rule is not None else None
+
+
 def note_skipped(
     report: IngestReport,
     source: Source,
@@ -169,7 +177,7 @@ def read_corpus(
             report.passages_refused += old.passages_refused
             items.append(Copied(CopiedDocument(old.id, str(rel), old.content_hash, old.classification, mtime), old))
             outcome = indexed_outcome(old.superseded_by is not None, stored_status(old.lifecycle))
-            report.count(old.classification, old.decided_by, outcome)
+            report.count(old.classification, old.decided_by, outcome, str(rel), _rule(governance, rel, old.decided_by))
             continue
         # The level as far as it is known, for the per-level counts of the report.
         seen: Classified | None = None
@@ -220,17 +228,20 @@ def read_corpus(
             # CLI prints the report; a warning would say it twice on the terminal.
             log.info("file_rejected", document=name, reason=str(exc))
             if seen is not None:
-                report.count(seen.level, seen.decided_by, "rejected")
+                report.count(seen.level, seen.decided_by, "rejected", name, _rule(governance, rel, seen.decided_by))
             continue
         except OSError as exc:
-            report.rejected.append((printable_name(str(rel)), f"cannot be read ({type(exc).__name__})"))
+            name = printable_name(str(rel))
+            report.rejected.append((name, f"cannot be read ({type(exc).__name__})"))
             if seen is not None:
-                report.count(seen.level, seen.decided_by, "rejected")
+                report.count(seen.level, seen.decided_by, "rejected", name, _rule(governance, rel, seen.decided_by))
             deterministic = False
             continue
         items.append(item)
         outcome = indexed_outcome(item.row.superseded_by is not None, item.row.lifecycle.status)
-        report.count(item.row.classification, decided.decided_by, outcome)
+        report.count(
+            item.row.classification, decided.decided_by, outcome, str(rel), _rule(governance, rel, decided.decided_by)
+        )
     if progress is not None and considered:
         progress("reading", len(considered), len(considered))
     report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started

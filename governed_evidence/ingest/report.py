@@ -20,6 +20,7 @@ from governed_evidence.store.lifecycle import Status
 __all__ = [
     "OUTCOMES",
     "READABLE_OUTCOMES",
+    "FileLabel",
     "IngestReport",
     "Outcome",
     "ProgressFn",
@@ -45,6 +46,29 @@ def indexed_outcome(superseded: bool, status: Status) -> Outcome:
     if superseded:
         return "superseded"
     return "indexed" if status == "current" else status
+
+
+@dataclass(frozen=True)
+class FileLabel:
+    """Which level one document got, what decided it, and what became of it (never made for
+    a document above the build ceiling: those are counted, not named)."""
+
+    document: str
+    classification: str
+    #: front matter, rule, folder or default.
+    decided_by: str
+    outcome: Outcome
+    #: The governance rule that decided, when one did ("rule 2 (path 'hr')").
+    rule: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "document": self.document,
+            "classification": self.classification,
+            "decided_by": self.decided_by,
+            "rule": self.rule,
+            "outcome": self.outcome,
+        }
 
 
 @dataclass
@@ -100,9 +124,22 @@ class IngestReport:
     files_reparsed: int = 0
     files_added: int = 0
     files_removed: int = 0
+    #: Each classified document at or below the build ceiling, by name (``ingest --dry-run``
+    #: lists them; ``as_dict`` gives them for a dry run only).
+    files: list[FileLabel] = field(default_factory=list)
 
-    def count(self, level: Classification, decided_by: str, outcome: Outcome) -> None:
-        """Count one classified document."""
+    def count(
+        self,
+        level: Classification,
+        decided_by: str,
+        outcome: Outcome,
+        document: str | None = None,
+        rule: str | None = None,
+    ) -> None:
+        """Count one classified document; ``document`` names it in :attr:`files` (never
+        given for one above the build ceiling)."""
+        if document is not None and outcome != "above_ceiling":
+            self.files.append(FileLabel(document, level.label, decided_by, outcome, rule))
         per_level = self.by_classification.setdefault(level.label, {})
         per_level[outcome] = per_level.get(outcome, 0) + 1
         if outcome != "rejected":
@@ -118,6 +155,12 @@ class IngestReport:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        out = self._counts()
+        if self.dry_run:
+            out["files"] = [f.as_dict() for f in self.files]
+        return out
+
+    def _counts(self) -> dict[str, Any]:
         return {
             "unchanged": self.unchanged,
             "dry_run": self.dry_run,

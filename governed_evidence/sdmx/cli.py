@@ -1,4 +1,4 @@
-"""``governed-evidence stats datasets|describe|data``: the statistics tools for people.
+"""``governed-evidence stats datasets|describe|data|providers``: the statistics tools for people.
 
 ``--json`` prints exactly what the MCP tool returns, and on failure one JSON object too
 (``error``: the error's class, ``message``: its text, ``code`` and ``hint``: the stable code
@@ -7,7 +7,8 @@ known; exit code 2 for a bad argument, 1 otherwise), so a script reading stdout 
 parse a traceback or stderr. Without ``--json`` the message and the hint go to stderr, with
 the same exit codes (a masked error, the operator's own to fix, without the hint a client
 would get). Handlers take ``(args, settings)`` and return an exit code, like the other
-commands.
+commands. ``stats providers`` lists the configured providers (no MCP tool lists them; a
+client learns their ids from the tools' descriptions and ``index_status``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict
+
 from governed_evidence.config import Settings
 from governed_evidence.errors import ErrorCode, GovernedEvidenceError, InvalidRequestError, report_of
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
@@ -30,7 +33,17 @@ from governed_evidence.sdmx.validate import MAX_CODES_LIMIT, MAX_ROWS_LIMIT, MAX
 if TYPE_CHECKING:
     from governed_evidence.sdmx.service import SdmxService
 
-__all__ = ["ServiceFactory", "add_stats_parser", "print_data", "print_datasets", "print_description"]
+__all__ = [
+    "ProviderSummary",
+    "ProvidersListing",
+    "ServiceFactory",
+    "add_stats_parser",
+    "list_providers",
+    "print_data",
+    "print_datasets",
+    "print_description",
+    "print_providers",
+]
 
 #: Where the service comes from; tests substitute one with a local transport.
 ServiceFactory = Callable[[argparse.Namespace, Settings], "SdmxService"]
@@ -40,6 +53,74 @@ def _default_factory(args: argparse.Namespace, settings: Settings) -> SdmxServic
     from governed_evidence.sdmx.service import SdmxService
 
     return SdmxService.from_settings(settings, db=Path(args.db) if args.db else None)
+
+
+class ProviderSummary(BaseModel):
+    """One configured provider as ``stats providers`` lists it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str
+    base_url: str
+    data_per_hour: int
+    structure_per_hour: int
+
+
+class ProvidersListing(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default: str
+    providers: list[ProviderSummary]
+    #: The operator's providers file merged over the bundled list, when one is set.
+    providers_file: str | None = None
+
+
+def list_providers(settings: Settings) -> ProvidersListing:
+    """The enabled providers: the bundled ones with the operator's file merged on top."""
+    from governed_evidence.sdmx.providers import load_providers
+
+    providers = load_providers(settings.sdmx_providers)
+    return ProvidersListing(
+        default="OECD",
+        providers=[
+            ProviderSummary(
+                id=p.id,
+                name=p.name,
+                base_url=p.base_url,
+                data_per_hour=p.data_per_hour,
+                structure_per_hour=p.structure_per_hour,
+            )
+            for p in providers
+        ],
+        providers_file=str(settings.sdmx_providers) if settings.sdmx_providers else None,
+    )
+
+
+def print_providers(listing: ProvidersListing) -> None:
+    width = max((len(p.id) for p in listing.providers), default=0)
+    for p in listing.providers:
+        default = " (default)" if p.id == listing.default else ""
+        print(f"{p.id:<{width}}  {p.name}{default}")
+        print(
+            f"{'':<{width}}  {p.base_url}; {p.data_per_hour} data and {p.structure_per_hour} structure requests an hour"
+        )
+    if listing.providers_file:
+        print(f"\nproviders file: {listing.providers_file} (merged over the bundled list)")
+    print("\nUse one with --provider ID; the operator adds or removes providers with GOVERNED_EVIDENCE_SDMX_PROVIDERS.")
+
+
+def _run_providers(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        listing = list_providers(settings)
+    except GovernedEvidenceError as exc:
+        _report_failure(exc, as_json=args.json)
+        return 1
+    if args.json:
+        print(listing.model_dump_json(indent=2))
+    else:
+        print_providers(listing)
+    return 0
 
 
 def _provenance(r: DatasetSearchResponse | DatasetDescription | DataResponse) -> None:
@@ -103,13 +184,20 @@ def print_data(r: DataResponse) -> None:
     _provenance(r)
 
 
+#: Hints for the person at the terminal where the tools' hint speaks to a client.
+_OPERATOR_HINTS = {
+    ErrorCode.UPSTREAM_UNAVAILABLE: "try again later or use another provider (--provider ID): "
+    "`governed-evidence stats providers` lists them; answers already cached are still served",
+}
+
+
 def _report_failure(exc: GovernedEvidenceError, *, as_json: bool) -> None:
     """The failure with the code and hint the MCP tools give for it; the message stays the
     error's own, as the operator's command line always showed it."""
     report = report_of(exc)
     if not as_json:
         # A masked error's hint speaks of a server to a client; the operator's message names the fix.
-        hint = "" if report.code is ErrorCode.INTERNAL else f"\nhint: {report.hint}"
+        hint = "" if report.code is ErrorCode.INTERNAL else f"\nhint: {_OPERATOR_HINTS.get(report.code, report.hint)}"
         print(f"error: {exc}{hint}", file=sys.stderr)
         return
     failure: dict[str, object] = {
@@ -149,8 +237,10 @@ def _run(
 
 
 def add_stats_parser(subparsers: Any, factory: ServiceFactory = _default_factory) -> argparse.ArgumentParser:
-    """Add ``stats`` with ``datasets``, ``describe`` and ``data`` to the main CLI's subparsers."""
-    stats = subparsers.add_parser("stats", help="official statistics from SDMX providers (OECD, ECB, Eurostat)")
+    """Add ``stats`` with ``datasets``, ``describe``, ``data`` and ``providers`` to the main CLI's subparsers."""
+    stats = subparsers.add_parser(
+        "stats", help="official statistics from SDMX providers (OECD, ECB, Eurostat and more: stats providers)"
+    )
     sub = stats.add_subparsers(dest="stats_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -199,5 +289,8 @@ def add_stats_parser(subparsers: Any, factory: ServiceFactory = _default_factory
             print_data,
         )
     )
+    p = sub.add_parser("providers", help="the configured providers: ids, names, addresses and hourly budgets")
+    p.add_argument("--json", action="store_true", help="print the listing as JSON")
+    p.set_defaults(func=_run_providers)
     parser: argparse.ArgumentParser = stats
     return parser

@@ -210,7 +210,9 @@ class SdmxClient:
                     "which this server does not connect to"
                 ) from None
             except (httpx.TimeoutException, httpx.TransportError) as exc:
-                log.warning(
+                # Info: the error the call ends with says it once, in words; a person at a
+                # terminal (where only warnings show) does not read one JSON line per attempt first.
+                log.info(
                     "sdmx_request", provider=provider.id, kind=request.kind, request=tag,
                     attempt=attempt, error=type(exc).__name__,
                 )  # fmt: skip
@@ -221,6 +223,7 @@ class SdmxClient:
                 note = self._environment_proxy_note()
                 if deadline.left() <= 0:
                     raise self._deadline_reached(provider, deadline, note) from None
+                note = note or self._proxy_advice()
                 cut = (
                     f", and a retry would not finish within this call's deadline of {deadline.seconds:g} s "
                     "(GOVERNED_EVIDENCE_SDMX_DEADLINE_S)"
@@ -228,7 +231,8 @@ class SdmxClient:
                     else ""
                 )
                 raise ProviderUnavailableError(
-                    f"provider {provider.id} could not be reached ({type(exc).__name__}){cut}; try again later{note}"
+                    f"provider {provider.id} could not be reached at {_host(provider)} ({type(exc).__name__}){cut}; "
+                    f"try again later{note}"
                 ) from None
             log.info(
                 "sdmx_request", provider=provider.id, kind=request.kind, request=tag, attempt=attempt,
@@ -275,6 +279,14 @@ class SdmxClient:
             f"provider {provider.id} did not answer in time: this call's deadline of {deadline.seconds:g} s "
             f"(GOVERNED_EVIDENCE_SDMX_DEADLINE_S) was reached; try again later{note}"
         )
+
+    def _proxy_advice(self) -> str:
+        """What to check when the host could not be reached: the proxy setting, either way."""
+        if self._proxied:
+            return (
+                ". The request went through the proxy set by GOVERNED_EVIDENCE_SDMX_PROXY: check that it is reachable"
+            )
+        return ". If this network reaches the internet only through a proxy, set GOVERNED_EVIDENCE_SDMX_PROXY"
 
     def _environment_proxy_note(self) -> str:
         """Why a proxy set in the environment did not help; its name only, since its value may hold credentials."""
@@ -323,3 +335,10 @@ class SdmxClient:
 class _Raw(HttpResponse):
     retry_after: str | None = None
     location: str | None = None
+
+
+def _host(provider: Provider) -> str:
+    """The host (and a port other than the scheme's) a provider's requests go to: configuration,
+    never a secret (base URLs hold no credentials)."""
+    parts = urllib.parse.urlsplit(provider.base_url)
+    return parts.netloc.rpartition("@")[2] or provider.base_url

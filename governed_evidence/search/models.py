@@ -152,7 +152,7 @@ class LevelCount(_Model):
 class DocumentSummary(_Model):
     document: str
     title: str
-    format: Literal["markdown", "text", "pdf", "docx", "html", "xlsx", "pptx"]
+    format: Literal["markdown", "text", "pdf", "docx", "html", "xlsx", "pptx", "csv"]
     classification: ClassificationLabel
     status: DocumentStatus = "current"
     owner: Owner = None

@@ -301,7 +301,8 @@ def test_an_unreachable_provider_names_the_ignored_environment_proxy(
     finally:
         service.close()
     message = str(info.value)
-    assert message.startswith("provider MIRROR could not be reached (ConnectError); try again later. ")
+    assert message.startswith("provider MIRROR could not be reached at 127.0.0.1:")
+    assert "(ConnectError); try again later. " in message
     assert f"{variable} is set, but this server ignores proxies from the environment by design" in message
     assert "set GOVERNED_EVIDENCE_SDMX_PROXY" in message
     assert SECRET not in message and "corp-proxy" not in message and "bob" not in message
@@ -316,7 +317,13 @@ def test_an_unreachable_provider_without_an_environment_proxy_mentions_none(
             service.search_datasets("prices", provider="MIRROR")
     finally:
         service.close()
-    assert str(info.value) == "provider MIRROR could not be reached (ConnectError); try again later"
+    message = str(info.value)
+    assert message.startswith("provider MIRROR could not be reached at 127.0.0.1:")
+    assert message.endswith(
+        "(ConnectError); try again later. "
+        "If this network reaches the internet only through a proxy, set GOVERNED_EVIDENCE_SDMX_PROXY"
+    )
+    assert "is set, but this server ignores" not in message
 
 
 def test_a_silent_provider_past_the_deadline_names_the_ignored_environment_proxy(

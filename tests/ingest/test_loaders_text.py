@@ -10,8 +10,9 @@ import pytest
 from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.guards import decode_text
 from governed_evidence.ingest.loaders import load_document
-from governed_evidence.ingest.loaders.markdown import parse_markdown, strip_template_tags
+from governed_evidence.ingest.loaders.markdown import parse_markdown
 from governed_evidence.ingest.loaders.text import looks_like_heading, parse_text
+from governed_evidence.ingest.templates import strip_template_tags
 from tests.helpers import SHARED_DATA
 
 HANDBOOK = SHARED_DATA / "corpora" / "gsa-tts-handbook" / "pages"

@@ -16,8 +16,8 @@ import structlog
 
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
-from governed_evidence.ingest.loaders.markdown import strip_template_tags
 from governed_evidence.ingest.pipeline import IngestReport, ingest_corpus
+from governed_evidence.ingest.templates import strip_template_tags
 from governed_evidence.store.connection import connect
 from governed_evidence.store.schema import fts_table
 from tests.helpers import SHARED_DATA, HashEmbedder, meta_of, small_corpus, write

@@ -184,11 +184,26 @@ def test_json_failure_from_the_real_command_line(tmp_path: Path) -> None:
     failure = json.loads(done.stdout)
     assert failure == {
         "error": "ProviderUnavailableError",
-        "message": "provider MIRROR could not be reached (ConnectError); try again later",
+        "message": f"provider MIRROR could not be reached at {base.split('/')[2]} (ConnectError); try again later. "
+        "If this network reaches the internet only through a proxy, set GOVERNED_EVIDENCE_SDMX_PROXY",
         "code": "UPSTREAM_UNAVAILABLE",
         "hint": ERROR_CODES[ErrorCode.UPSTREAM_UNAVAILABLE].hint,
     }
     assert "Traceback" not in done.stderr
+
+
+def test_an_unreachable_provider_is_one_error_naming_its_host_and_what_to_try(tmp_path: Path) -> None:
+    """Offline at the default log level: no JSON log line per attempt before the error, and
+    the error names the host, the proxy setting and where the other providers are listed."""
+    port = _closed_port()
+    done = _command_line(tmp_path, f"http://127.0.0.1:{port}/rest", "datasets", "prices")
+    assert done.returncode == 1
+    lines = done.stderr.strip().split("\n")
+    assert len(lines) == 2, done.stderr
+    assert lines[0].startswith(f"error: provider MIRROR could not be reached at 127.0.0.1:{port} (ConnectError)")
+    assert "GOVERNED_EVIDENCE_SDMX_PROXY" in lines[0]
+    assert lines[1].startswith("hint: ") and "governed-evidence stats providers" in lines[1]
+    assert done.stdout == ""
 
 
 #: (name, CLI arguments, the same call as a tool, exit code, code, what the message says; and
@@ -201,7 +216,7 @@ _FAILURES = [
     ("invalid", ("data", "MIRROR,FLOW,1.0", "A.B"), ("get_data", {"dataset": "MIRROR,FLOW,1.0", "key": "A.B"}), 2,
      "INVALID_ARGUMENT", "(HTTP 400, SDMX error 150)", True),
     ("unreachable", ("datasets", "prices"), ("search_datasets", {"query": "prices"}), 1, "UPSTREAM_UNAVAILABLE",
-     "could not be reached (ConnectError)", False),
+     "could not be reached at 127.0.0.1:", False),
 ]  # fmt: skip
 
 
@@ -240,7 +255,13 @@ def test_the_command_line_gives_the_tools_code_and_hint(
     assert tool_hint == f"hint: {failure['hint']}"
 
     assert as_text.returncode == exit_code and as_text.stdout == ""
-    assert as_text.stderr.splitlines()[-2:] == [f"error: {failure['message']}", tool_hint]
+    error, hint = as_text.stderr.splitlines()[-2:]
+    assert error == f"error: {failure['message']}"
+    if code == "UPSTREAM_UNAVAILABLE":
+        # The person at the terminal is told where the other providers are listed.
+        assert hint.startswith("hint: ") and "governed-evidence stats providers" in hint
+    else:
+        assert hint == tool_hint
     for done in (as_json, as_text):
         assert "Traceback" not in done.stderr
         assert str(tmp_path) not in done.stdout + done.stderr

@@ -11,7 +11,9 @@ from governed_evidence.ingest.guards import decode_text, printable_name
 
 __all__ = ["SUPPORTED_SUFFIXES", "load_document", "skip_reason"]
 
-SUPPORTED_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm", ".xlsx", ".pptx"})
+SUPPORTED_SUFFIXES = frozenset(
+    {".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm", ".xlsx", ".pptx", ".csv", ".tsv"}
+)
 #: The binary formats before Office 2007, which the loaders do not read: the reason says what to do.
 _LEGACY_OFFICE = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}
 
@@ -55,6 +57,10 @@ def load_document(path: Path, fallback_title: str) -> LoadedDocument:
         from governed_evidence.ingest.loaders.xlsx import load_xlsx
 
         return load_xlsx(path, fallback_title)
+    if suffix in (".csv", ".tsv"):
+        from governed_evidence.ingest.loaders.delimited import load_delimited
+
+        return load_delimited(path, fallback_title)
     if suffix == ".pptx":
         from governed_evidence.ingest.loaders.pptx import load_pptx
 

@@ -4,14 +4,9 @@ A page is mostly not its content: navigation, a site header and footer, scripts,
 a cookie banner. Indexed, those would fill passages with "Home | Contact | Accept all" and
 match every query about cookies. So the page is parsed with lxml's HTML parser, and then:
 
-* what HTML itself marks as not content is dropped by rule: scripts, styles, templates,
-  forms (not one around the whole page) and their controls, embedded objects, ``nav``,
-  ``aside``, the page's ``header`` and ``footer`` (those not inside an article or section,
-  as ARIA maps them to banner and contentinfo), ARIA landmarks of the same kinds
-  (navigation, banner, contentinfo, complementary, search, dialogs, menus, toolbars),
-  hidden elements, cookie or consent banners and breadcrumb trails (by the names consent
-  managers and templates give them; an element holding a ``main``, ``article`` or ``h1``
-  is kept whatever its name);
+* what HTML itself marks as not content (scripts, styles, forms, navigation, the page's
+  header and footer, hidden elements, cookie banners, breadcrumbs) is dropped by rule
+  (``html_boilerplate``);
 * a page that marks its main content (``<main>`` or ``role="main"``) is taken at its word;
 * any other page (the ``<div id="main-content">`` of a Confluence export, a SharePoint
   page) goes to readability-lxml, which scores the remaining blocks and keeps the main
@@ -44,7 +39,9 @@ from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.document import Block, BlockKind, LoadedDocument
 from governed_evidence.ingest.guards import sanitize
 from governed_evidence.ingest.loaders.bounded import limit_cpu, run_bounded
+from governed_evidence.ingest.loaders.html_boilerplate import drop_boilerplate
 from governed_evidence.ingest.loaders.rows import cell_text, labelled_row
+from governed_evidence.ingest.templates import strip_template_tags
 
 __all__ = ["CPU_BASE_SECONDS", "CPU_SECONDS_PER_MIB", "MAX_HTML_BYTES", "load_html"]
 
@@ -69,25 +66,6 @@ _PARSER_LIMIT = "ERR_RESOURCE_LIMIT"
 _MAX_COLUMNS = 1000
 _MAX_ROWSPAN = 65534
 
-#: Elements that are never content.
-_DROPPED_TAGS = frozenset(
-    "script style noscript template nav aside button select textarea input option datalist output "
-    "svg math canvas iframe frame frameset object embed applet audio video map dialog".split()
-)
-#: ARIA roles of the same kinds.
-_DROPPED_ROLES = frozenset(
-    "navigation banner contentinfo complementary search dialog alertdialog menu menubar toolbar".split()
-)
-#: ``header`` and ``footer`` belong to the page (banner, contentinfo) unless inside one of these.
-_SECTIONING = frozenset({"article", "aside", "main", "nav", "section"})
-#: What only an element holding the page's content contains.
-_PAGE_CONTENT = ".//main | .//article | .//h1"
-#: Names consent managers and site templates give cookie banners, and breadcrumb trails
-#: (id, class, aria-label).
-_NOT_CONTENT_NAMES = re.compile(
-    r"cookie|consent|gdpr|ccpa|onetrust|cookiebot|truste|cmp-banner|privacy-banner|breadcrumb", re.I
-)
-_HIDDEN_STYLE = re.compile(r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hidden)", re.I)
 _HEADING = re.compile(r"^h([1-6])$")
 #: Tags whose text runs on inside a block: their text joins the surrounding paragraph.
 _INLINE = frozenset(
@@ -141,37 +119,6 @@ def _stamp_lines(root: Any) -> None:
         el.set(_END, str(end))
         if ends:
             ends[-1] = max(ends[-1], end + (el.tail or "").count("\n"))
-
-
-def _is_boilerplate(el: Any) -> bool:
-    """True for an element HTML marks as not content (see the module docstring)."""
-    tag = el.tag.lower()
-    if tag in _DROPPED_TAGS or (el.get("role") or "").strip().lower() in _DROPPED_ROLES:
-        return True
-    if tag in ("header", "footer"):
-        return not any(a.tag in _SECTIONING for a in el.iterancestors())
-    if tag == "form":
-        # A feedback, search or sign-in form is not content; a form around the whole page
-        # (as ASP.NET, and so SharePoint, writes one) holds it.
-        return not el.xpath(_PAGE_CONTENT)
-    if el.get("hidden") is not None or (el.get("aria-hidden") or "").strip().lower() == "true":
-        return True
-    if _HIDDEN_STYLE.search(el.get("style") or ""):
-        return True
-    if tag in ("html", "body", "main", "article"):
-        return False
-    # A cookie banner is a sentence and two buttons; an element holding the page's main
-    # content only has a consent-like name (a page about the cookie policy, say).
-    names = " ".join(el.get(name) or "" for name in ("id", "class", "aria-label"))
-    return bool(_NOT_CONTENT_NAMES.search(names)) and not el.xpath(_PAGE_CONTENT)
-
-
-def _drop_boilerplate(root: Any) -> None:
-    doomed = [el for el in root.iter() if isinstance(el.tag, str) and _is_boilerplate(el)]
-    for el in doomed:
-        # drop_tree keeps the text that follows the element; one inside an element already
-        # dropped goes with it.
-        el.drop_tree()
 
 
 def _main_content(root: Any) -> Any:
@@ -437,17 +384,20 @@ def _extract(path: Path) -> _Page:
             "the rest of the page would be lost"
         )
     titles = root.xpath("//head/title") or root.xpath("//title")
-    title = cell_text(sanitize(titles[0].text_content())) if titles else ""
+    # A page saved from a template may title itself "{{ site.title }}": its first heading then.
+    title = strip_template_tags(cell_text(sanitize(titles[0].text_content()))).strip() if titles else ""
     _stamp_lines(root)
     for br in root.iter("br"):
         br.tail = _BREAK + (br.tail or "")
-    _drop_boilerplate(root)
+    drop_boilerplate(root)
     content = _main_content(root)
     reader = _Reader()
     # The parser refused anything deeper than 256 elements, so this recursion stays shallow.
     reader.element(content, str(content.tag).lower(), "paragraph")
     if not title:
-        title = next((b.text for b in reader.blocks if b.kind == "heading"), "")
+        title = next(
+            (t for b in reader.blocks if b.kind == "heading" and (t := strip_template_tags(b.text).strip())), ""
+        )
     return _Page(title, reader.blocks)
 
 

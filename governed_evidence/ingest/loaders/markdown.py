@@ -1,7 +1,10 @@
 """Markdown: block structure from markdown-it-py, text and line spans from the source.
 
 Blocks keep the source's own lines (so a citation's line span shows exactly what was
-cited); Liquid/Jinja template tags are removed because they are site plumbing, not text.
+cited); template tags (ERB, Handlebars/Go, Liquid/Jinja) are removed because they are site
+plumbing, not text (``ingest/templates.py``). A heading that is only a template (``# <%=
+current_page.data.title %>``, filled in from front matter when the site is built) takes the
+document's title from front matter, else the file name.
 """
 
 from __future__ import annotations
@@ -13,13 +16,10 @@ from markdown_it.token import Token
 
 from governed_evidence.ingest.document import Block, BlockKind, LoadedDocument
 from governed_evidence.ingest.frontmatter import front_matter_title, parse_front_matter
+from governed_evidence.ingest.templates import strip_template_tags
 
-__all__ = ["parse_markdown", "strip_template_tags"]
+__all__ = ["parse_markdown"]
 
-#: Template tags and where each ends. Found by scanning, not by a lazy regex: a lazy
-#: ``\{\{.*?\}\}`` rescans the rest of the text from every unclosed opener (64 KB of
-#: ``{{`` took two minutes); the scan below reads the text once.
-_TAG_DELIMITERS = (("{%", "%}"), ("{{", "}}"))
 _BLOCK_KINDS: dict[str, BlockKind] = {
     "paragraph_open": "paragraph",
     "bullet_list_open": "list",
@@ -29,34 +29,6 @@ _BLOCK_KINDS: dict[str, BlockKind] = {
     "code_block": "code",
     "html_block": "paragraph",
 }
-
-
-def strip_template_tags(text: str) -> str:
-    """``text`` without Liquid/Jinja tags (``{% ... %}``, ``{{ ... }}``), in one pass.
-
-    A tag runs from its opener to the first closer after it, as a lazy match would. Once an
-    opener has no closer after it, no later opener of that kind can close either, so that
-    kind is no longer looked for: the work is linear in the text.
-    """
-    if "{" not in text:
-        return text
-    out: list[str] = []
-    pos = 0
-    live = list(_TAG_DELIMITERS)
-    while live:
-        starts = [(text.find(opener, pos), opener, closer) for opener, closer in live]
-        found = [s for s in starts if s[0] >= 0]
-        if not found:
-            break
-        start, opener, closer = min(found)
-        end = text.find(closer, start + len(opener))
-        if end < 0:
-            live.remove((opener, closer))
-            continue
-        out.append(text[pos:start])
-        pos = end + len(closer)
-    out.append(text[pos:])
-    return "".join(out)
 
 
 def _parser() -> MarkdownIt:
@@ -96,12 +68,17 @@ def parse_markdown(text: str, fallback_title: str) -> LoadedDocument:
         if tok.type == "heading_open":
             level = int(tok.tag[1:])
             title = strip_template_tags(tokens[i + 1].content).strip()
+            text_ = source(a, b)
+            if not title:
+                # The site fills it in from the front matter when the page is built.
+                title = _title(front, None, fallback_title)
+                text_ = f"{'#' * level} {title}"
             if level == 1 and first_h1 is None:
                 first_h1 = title
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, title))
-            blocks.append(Block("heading", source(a, b), tuple(t for _, t in stack), offset + a + 1, offset + b))
+            blocks.append(Block("heading", text_, tuple(t for _, t in stack), offset + a + 1, offset + b))
             i = _close_index(tokens, i) + 1
             continue
         headings = tuple(t for _, t in stack)
@@ -165,6 +142,6 @@ def _table_block(tokens: list[Token], start: int, lines: list[str], offset: int,
 
 def _title(front: dict[str, Any], first_h1: str | None, fallback: str) -> str:
     value = front_matter_title(front)
-    if value is not None:
+    if value is not None and strip_template_tags(value).strip():
         return strip_template_tags(value).strip()
     return first_h1 or fallback
