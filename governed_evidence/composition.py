@@ -1,21 +1,27 @@
-"""The composition root: services built from the operator's settings, for the CLI.
+"""The composition root: services and the server built from the operator's settings, for the CLI.
 
 Every part of the package takes what it needs as arguments; this is the one place that
-reads the settings and wires the parts together (the query embedder, the statistics
-carry-over of an index build, the status both services report). Imports stay inside the
-functions: ``serve`` must not pay at start-up for the ingest parsers or the statistics HTTP
-stack (tests/mcp/test_startup.py).
+reads the settings and wires the parts together (the search services and their memory
+budget, the query embedder, the audit trail, the statistics service, the MCP server and its
+callers, the statistics carry-over of an index build, the status both services report). The
+commands (``commands/``) turn flags into these calls and run what they return. Imports stay
+inside the functions: ``serve`` must not pay at start-up for the ingest parsers or the
+statistics HTTP stack (tests/mcp/test_startup.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from governed_evidence.config import Classification, Settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from fastmcp import FastMCP
+    from fastmcp.server.auth import AuthProvider
 
     from governed_evidence.embeddings.base import Embedder
     from governed_evidence.ingest.pipeline import IngestReport
@@ -27,13 +33,17 @@ if TYPE_CHECKING:
     from governed_evidence.search.copies import MemoryBudget
     from governed_evidence.search.levels import LevelServices
     from governed_evidence.search.service import SearchService
+    from governed_evidence.serving.http import AuthMode
 
 __all__ = [
+    "McpServer",
     "audit_sink",
     "deferred_statistics",
     "dry_run",
+    "http_auth",
     "ingest",
     "level_services",
+    "mcp_server",
     "search_service",
     "server_status",
     "statistics_service",
@@ -80,6 +90,73 @@ def level_services(
         ),
         ceiling,
     )
+
+
+@dataclass
+class McpServer:
+    """The MCP app with what it serves from: closed when the server stops."""
+
+    app: FastMCP[Any]
+    levels: LevelServices
+    audit: AuditSink | None
+
+    def close(self) -> None:
+        # A copy of the vectors in progress stops at its next block.
+        self.levels.close()
+        if self.audit is not None:
+            self.audit.close()
+
+
+def http_auth(settings: Settings, mode: AuthMode, *, tokens_file: Path | None) -> AuthProvider | None:
+    """The credential a team server accepts (None: none), from the settings and the flags."""
+    from governed_evidence.serving.auth import make_auth
+
+    return make_auth(mode, settings, tokens_file=tokens_file)
+
+
+def mcp_server(
+    settings: Settings,
+    *,
+    db: Path,
+    ceiling: Classification,
+    embedder_factory: Callable[[], Embedder],
+    transport: Literal["stdio", "http"],
+    auth: AuthProvider | None = None,
+) -> McpServer:
+    """The MCP server wired from the settings: the audit trail, statistics made on first use,
+    and the search services. Over stdio one service at the operator's ceiling; over HTTP one
+    per level up to it, every caller served at their own (without credentials every caller is
+    at the ceiling, and only that level is made); their vectors copied in the background."""
+    from governed_evidence.logging import route_library_loggers
+    from governed_evidence.mcp import build_app
+    from governed_evidence.mcp.calls import Calls, stdio_caller
+    from governed_evidence.search.levels import LevelServices
+    from governed_evidence.telemetry import configure_tracing
+
+    configure_tracing()
+    audit = audit_sink(settings)
+    # The statistics service (httpx, parsers, the cache connection) is made on the first
+    # statistics call; only the providers file is read now.
+    statistics = deferred_statistics(settings, db=db)
+    route_library_loggers("fastmcp", "mcp", "httpx", "uvicorn", "uvicorn.error")
+    if transport == "stdio":
+        service = search_service(settings, db=db, ceiling=ceiling, embedder_factory=embedder_factory, serving=True)
+        levels = LevelServices.single(service)
+        # Until the copies are held (after the model is ready) the index file answers: the same, slower.
+        levels.warm_in_background(service)
+        calls = Calls(levels, anonymous=stdio_caller(ceiling), audit=audit)
+        return McpServer(build_app(calls, statistics), levels, audit)
+    from governed_evidence.access.caller import Caller
+
+    levels = level_services(settings, db=db, ceiling=ceiling, embedder_factory=embedder_factory)
+    anonymous = Caller(name="anonymous", clearance=ceiling, via="network") if auth is None else None
+    if anonymous is not None:
+        levels.warm_in_background(levels.top)
+    else:
+        # Every level made now, its copies taken in a fixed order (search/levels.py).
+        levels.warm_all()
+    calls = Calls(levels, anonymous=anonymous, audit=audit, transport="http")
+    return McpServer(build_app(calls, statistics, auth=auth), levels, audit)
 
 
 def audit_sink(settings: Settings) -> AuditSink | None:

@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "mcp": {"access", "search", "sdmx", "telemetry"},
     "serving": {"access", "mcp"},
     "evaluation": {"ingest", "search", "store", "embeddings", "mcp"},
-    "composition": {"embeddings", "ingest", "mcp", "sdmx", "search", "store"},
+    "composition": {"access", "embeddings", "ingest", "mcp", "sdmx", "search", "serving", "store", "telemetry"},
     "commands": {"access", "composition", "embeddings", "ingest", "mcp", "search", "serving", "telemetry"},
     "cli": {
         "access",
