@@ -238,6 +238,9 @@ def write_report(results: dict[str, Any], md_path: Path, json_path: Path, peers:
         "",
         *_search_table(sizes),
         "",
+        "![Hybrid search p50 and p95, with and without the query embedding, and memory per passage, "
+        "against passages indexed](performance-scale.svg)",
+        "",
         "### Each side alone",
         "",
         "*Vector side* is the product's vector ranking alone (k=50, ceiling applied): an exact matrix product",
@@ -292,6 +295,9 @@ def write_report(results: dict[str, Any], md_path: Path, json_path: Path, peers:
             "| Passages/s | Other than embed | Bytes/passage | Peak RSS |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             *ingest_rows,
+            "",
+            "![Ingest rate, passages per second, of each ingestion above and of the generated index "
+            "builds](performance-ingest.svg)",
             "",
         ]
     else:
