@@ -95,8 +95,18 @@ def _report(
         gate="PASS" if passed else "FAIL",
         probes={index["corpus"] or db.stem: {mode: probe_questions(questions, service, mode) for mode in modes}},
         thresholds={"strict": thresholds.strict, "normal": thresholds.normal},
-        index=index,
+        indexes=[index],
+        title=index["corpus"] or db.stem,
     )
+
+
+def _write_report(figures: dict[str, Any] | None, args: argparse.Namespace) -> None:
+    if figures is None:
+        return
+    from governed_evidence.evaluation.report import write_report
+
+    written = write_report(figures, Path(args.report))
+    print(f"report written to {written}", file=sys.stderr)
 
 
 def _print_scorecard(reports: list[SliceReport], checks: list[Check], passed: bool, *, gated: bool = True) -> None:
@@ -176,6 +186,7 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
         # GOVERNED_EVIDENCE_RERANKER measures an endpoint on the suite's questions.
         reranker=make_reranker(settings),
         progress=lambda line: print(line, file=sys.stderr),
+        probe=bool(args.report),
     )
     gated = [r for r in run.reports if r.mode == "hybrid" or len(modes) == 1]
     # Only the per-corpus bounds ("corpus:slice"): the governance slices, whose zero bounds
@@ -187,6 +198,22 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
         if ":" in c.slice and c.slice.split(":")[0] not in run.skipped
     ]
     passed = all(c.passed for c in checks)
+    figures = None
+    if args.report:
+        from governed_evidence.evaluation.report import report_figures
+        from governed_evidence.search.gate import GateThresholds
+
+        # run_suite searches with the shipped thresholds.
+        shipped = GateThresholds()
+        figures = report_figures(
+            reports=run.reports,
+            checks=checks,
+            gate=None if spec is None else "PASS" if passed else "FAIL",
+            probes=run.probes,
+            thresholds={"strict": shipped.strict, "normal": shipped.normal},
+            indexes=list(run.indexes.values()),
+            title=f"{args.suite} suite",
+        )
     seconds = round(time.perf_counter() - started, 1)
     if args.json:
         print(
@@ -201,6 +228,7 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
                     ],
                     "gate": None if spec is None else "PASS" if passed else "FAIL",
                     "seconds": seconds,
+                    **({} if figures is None else {"report": figures}),
                 },
                 indent=2,
             )
@@ -213,16 +241,14 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
         else:
             _print_scorecard(run.reports, checks, passed)
         print(f"({args.suite} suite: {len(run.passages)} corpora scored, {len(run.skipped)} skipped; {seconds} s)")
+    _write_report(figures, args)
     return 0 if passed else 1
 
 
 def run_eval(args: argparse.Namespace, settings: Settings) -> int:
     if getattr(args, "report", None):
-        if args.target == "beir" or args.suite != "sample":
-            raise InvalidRequestError(
-                "--report covers the release slices (the sample corpus, or --questions FILE --corpus DIR), "
-                "not `eval beir` or --suite"
-            )
+        if args.target == "beir":
+            raise InvalidRequestError("--report covers the question slices and suites, not `eval beir`")
         from governed_evidence.evaluation.charts import require_matplotlib
 
         # Before the run: a missing extra should cost nothing.
@@ -312,11 +338,7 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
         _print_scorecard(reports, checks, passed)
         via = "the service" if args.no_mcp else "the MCP tools over stdio"
         print(f"(governance slices {', '.join(GOVERNANCE_SLICES)} ran through {via}; {seconds} s)")
-    if figures is not None:
-        from governed_evidence.evaluation.report import write_report
-
-        written = write_report(figures, Path(args.report))
-        print(f"report written to {written}", file=sys.stderr)
+    _write_report(figures, args)
     if args.write_baseline:
         leaks = [c for c in checks if c.must_be_zero and not c.passed]
         if leaks:

@@ -68,11 +68,14 @@ def report_figures(
     gate: str | None,
     probes: dict[str, dict[str, list[QuestionProbe]]],
     thresholds: dict[str, float],
-    index: dict[str, Any],
+    indexes: Sequence[dict[str, Any]],
+    title: str,
 ) -> dict[str, Any]:
-    """Everything the page shows (``probes``: corpus -> mode -> the questions' probes)."""
+    """Everything the page shows (``probes``: corpus -> mode -> the questions' probes;
+    ``indexes``: :func:`index_figures` of each corpus)."""
     slices = [{k: v for k, v in r.as_dict().items() if k != "failures"} for r in reports]
     return {
+        "title": title,
         "gate": gate,
         "checks": [
             {"slice": c.slice, "metric": c.metric, "bound": c.bound, "value": c.value, "passed": c.passed}
@@ -99,7 +102,7 @@ def report_figures(
             for s in slices
             if (metric := _HARD_ZERO.get(s["slice"])) is not None
         ],
-        "index": index,
+        "indexes": list(indexes),
     }
 
 
@@ -192,6 +195,18 @@ def _corpus(number: int, corpus: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _hard_zeros_section(figures: dict[str, Any]) -> str:
+    if not figures["hard_zeros"]:
+        return (
+            '<h2>Hard zeros</h2>\n<p class="note" id="no-hard-zeros">Not measured: these questions hold no '
+            "denied, secret or superseded probes.</p>"
+        )
+    return (
+        '<h2>Hard zeros</h2>\n<p class="note">Searched above the report\'s ceiling by design; only the count, '
+        "which must be zero, and the number of probes behind it are shown.</p>" + _hard_zeros(figures)
+    )
+
+
 def _hard_zeros(figures: dict[str, Any]) -> str:
     rows = [
         [
@@ -207,10 +222,26 @@ def _hard_zeros(figures: dict[str, Any]) -> str:
     return _table(["slice", "mode", "metric", "value", "probes", "result"], rows, "hard-zeros")
 
 
-def _index(figures: dict[str, Any]) -> str:
-    rows = [[escape(k.replace("_", " ")), escape(str(v))] for k, v in figures["index"].items()]
-    rows += [[escape(f"gate threshold ({k})"), _number(v)] for k, v in figures["thresholds"].items()]
-    return _table(["measured on", ""], rows, "index")
+def _indexes(figures: dict[str, Any]) -> str:
+    parts = []
+    for index in figures["indexes"]:
+        rows = [[escape(k.replace("_", " ")), escape(str(v))] for k, v in index.items()]
+        parts.append(_table(["measured on", ""], rows, "index"))
+    rows = [[escape(f"gate threshold ({k})"), _number(v)] for k, v in figures["thresholds"].items()]
+    return "".join(parts) + _table(["gate", ""], rows, "thresholds")
+
+
+def _measured_on(figures: dict[str, Any]) -> str:
+    models = ", ".join(dict.fromkeys(escape(i["embedding_model"]) for i in figures["indexes"]))
+    corpora = "; ".join(
+        f"{escape(i['corpus'])}: {i['documents_at_ceiling']} documents and {i['passages_at_ceiling']} passages "
+        f"at or below {escape(i['ceiling'])}"
+        for i in figures["indexes"]
+    )
+    return (
+        f"Measured with {models} on {corpora}. Each corpus is reported at the ceiling its questions "
+        "were asked at: nothing above it is shown."
+    )
 
 
 _STYLE = """
@@ -224,18 +255,16 @@ text-align:left} .verdict{font-size:1.3rem;font-weight:bold;padding:.5rem 1rem;d
 
 
 def render_html(figures: dict[str, Any]) -> str:
-    index = figures["index"]
+    title = escape(figures["title"])
     corpora = "".join(_corpus(i, c) for i, c in enumerate(figures["corpora"]))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Evaluation report: {escape(index["corpus"])}</title><style>{_STYLE}</style></head>
+<title>Evaluation report: {title}</title><style>{_STYLE}</style></head>
 <body>
-<h1>Evaluation report: {escape(index["corpus"])}</h1>
-<p class="note">Measured with {escape(index["embedding_model"])} on an index of
-{index["documents_at_ceiling"]} documents and {index["passages_at_ceiling"]} passages at or below
-{escape(index["ceiling"])}, the ceiling of this report: nothing above it is shown.</p>
+<h1>Evaluation report: {title}</h1>
+<p class="note" id="measured-on">{_measured_on(figures)}</p>
 <h2>Release gate</h2>{_verdict(figures)}
 <h2>Slices per mode</h2>
 <p class="note">Share of each slice's questions that passed; the table gives every figure.</p>{_slices(figures)}
@@ -243,10 +272,8 @@ def render_html(figures: dict[str, Any]) -> str:
 <p class="note">As the threshold moves: the share of unanswerable questions the gate abstains on
 against the share of answerable ones it falsely withholds. The diamond is the shipped threshold.</p>
 {corpora}
-<h2>Hard zeros</h2>
-<p class="note">Searched above the report's ceiling by design; only the count, which must be zero,
-and the number of probes behind it are shown.</p>{_hard_zeros(figures)}
-<h2>Model and index</h2>{_index(figures)}
+{_hard_zeros_section(figures)}
+<h2>Model and index</h2>{_indexes(figures)}
 </body></html>
 """
 

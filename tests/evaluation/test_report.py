@@ -153,12 +153,12 @@ def test_nothing_above_the_reports_ceiling_is_in_the_page(run: tuple[dict[str, A
     own = {w for w in re.findall(r"[a-z]{9,}", hidden.lower()) if w not in visible}
     assert len(own) > 10
     assert [w for w in own if w in text(html).lower()] == []
-    index = result["report"]["index"]
+    (index,) = result["report"]["indexes"]
     assert (index["documents_at_ceiling"], index["passages_at_ceiling"]) == tuple(at_ceiling)
     assert tuple(at_ceiling) != tuple(totals)
     rows = dict((r[0], r[1]) for r in tables(html)["index"])
     assert (rows["documents at ceiling"], rows["passages at ceiling"]) == tuple(str(n) for n in at_ceiling)
-    note = re.search(r"on an index of\s+(\d+) documents and (\d+) passages", html)
+    note = re.search(r"sample_corpus: (\d+) documents and (\d+) passages at or below internal", html)
     assert note is not None and note.groups() == tuple(str(n) for n in at_ceiling)
 
 
@@ -190,6 +190,92 @@ def test_without_the_report_extra_the_run_stops_before_it_starts_saying_how_to_i
     assert done.stdout == ""
 
 
-def test_report_is_refused_for_a_suite_or_beir(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["eval", "--suite", "tuning", "--report", "out"]) == 2
-    assert "--report covers the release slices" in capsys.readouterr().err
+def test_report_is_refused_for_beir(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["eval", "beir", "--report", "out"]) == 2
+    assert "--report covers the question slices and suites, not `eval beir`" in capsys.readouterr().err
+
+
+def test_a_pilots_own_questions_and_corpus_give_their_own_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--questions FILE --corpus DIR` with only answerable questions: the page is written, its
+    curve has no unanswerable question to abstain on (said as 0 of 0), and recall is measured."""
+    from tests.helpers import small_corpus
+
+    corpus = small_corpus(tmp_path / "pilot-corpus")
+    questions = tmp_path / "pilot.jsonl"
+    questions.write_text(
+        "\n".join(
+            json.dumps({"id": f"p-{i}", "slice": "answerable", "question": q, "expected": [doc]})
+            for i, (q, doc) in enumerate(
+                [
+                    ("How many days of bereavement leave can I take?", "public/leave.md"),
+                    ("How do I claim train fares?", "public/expenses.md"),
+                ]
+            )
+        )
+        + "\n"
+    )
+    monkeypatch.setattr(
+        "governed_evidence.embeddings.factory.make_embedder", lambda settings, name=None: HashEmbedder()
+    )
+    out = tmp_path / "out"
+    code = cli.main(["eval", "--corpus", str(corpus), "--questions", str(questions), "--no-mcp", "--report", str(out)])
+    assert code in (0, 1)
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert "Evaluation report: pilot-corpus" in html
+    page = tables(html)
+    assert [r[0] for r in page["slices"]] == ["answerable"]
+    ((mode, _, abstained, _, unanswerable, answerable),) = page["shipped"]
+    assert (mode, abstained, unanswerable, answerable) == ("hybrid", "0", "0", "2")
+    assert [r[:3] for r in page["recall"]] == [["hybrid", "answerable", "2"], ["hybrid", "all", "2"]]
+    assert "hard-zeros" not in page
+    assert 'id="no-hard-zeros">Not measured' in html
+
+
+def test_a_suite_report_draws_each_corpus_at_its_own_ceiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval --suite validation --report DIR`: one trade-off curve and one recall table per corpus,
+    each corpus counted at the ceiling its questions are asked at, and the page equal to the JSON;
+    the restricted Zephyr document (above both ceilings) appears nowhere."""
+    from governed_evidence.evaluation.suites import CorpusSpec
+    from tests.helpers import small_corpus
+
+    corpus = small_corpus(tmp_path / "policies")
+    questions = tmp_path / "policies.jsonl"
+    rows = [
+        ("a-1", "answerable", "How many days of bereavement leave can I take?", ["public/leave.md"]),
+        ("a-2", "answerable", "How do I claim train fares?", ["public/expenses.md"]),
+        ("u-1", "unanswerable", "What is the canteen menu on Fridays?", []),
+        ("u-2", "unanswerable", "Who won the regional chess tournament?", []),
+    ]
+    questions.write_text(
+        "".join(json.dumps({"id": i, "slice": s, "question": q, "expected": e}) + "\n" for i, s, q, e in rows)
+    )
+    specs = [
+        CorpusSpec("public-view", corpus, questions, ceiling=Classification.PUBLIC),
+        CorpusSpec("internal-view", corpus, questions, ceiling=Classification.INTERNAL),
+    ]
+    monkeypatch.setattr("governed_evidence.evaluation.suites.load_suite", lambda path, suite, base: specs)
+    monkeypatch.setattr(
+        "governed_evidence.embeddings.factory.make_embedder", lambda settings, name=None: HashEmbedder()
+    )
+    out = tmp_path / "out"
+    assert cli.main(["eval", "--suite", "validation", "--json", "--report", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    html = (out / "index.html").read_text(encoding="utf-8")
+    page = tables(html)
+    assert "Evaluation report: validation suite" in html
+    assert [c["name"] for c in result["report"]["corpora"]] == ["public-view", "internal-view"]
+    shipped = [[number(c) for c in row[1:]] for row in page["shipped"]]
+    assert shipped == [
+        [t["shipped"]["threshold"], t["shipped"]["abstained"], t["shipped"]["falsely_withheld"], 2, 2]
+        for c in result["report"]["corpora"]
+        for t in c["tradeoff"].values()
+    ]
+    assert [r[:3] for r in page["slices"]] == [[r["slice"], r["mode"], str(r["n"])] for r in result["reports"]]
+    assert html.count("<svg") == 1 + 2 * 2  # the slices, and per corpus the trade-off and recall
+    counts = {i["corpus"]: (i["ceiling"], i["documents_at_ceiling"]) for i in result["report"]["indexes"]}
+    public, internal = counts.values()
+    assert public[0] == "public" and internal[0] == "internal" and public[1] < internal[1]
+    assert "zephyr" not in text(html).lower() and "quillmoor" not in text(html).lower()
+    assert 'id="no-hard-zeros"' in html and "no gate (measured only)" in html
