@@ -18,10 +18,12 @@ Content-Security-Policy of ``default-src 'none'`` tells the browser so.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from governed_evidence import __version__
 from governed_evidence.config import Classification
 from governed_evidence.evaluation import charts
 from governed_evidence.evaluation.gate import MUST_BE_ZERO, Check
@@ -76,6 +78,8 @@ def report_figures(
     slices = [{k: v for k, v in r.as_dict().items() if k != "failures"} for r in reports]
     return {
         "title": title,
+        "version": __version__,
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "gate": gate,
         "checks": [
             {"slice": c.slice, "metric": c.metric, "bound": c.bound, "value": c.value, "passed": c.passed}
@@ -228,7 +232,8 @@ def _indexes(figures: dict[str, Any]) -> str:
         rows = [[escape(k.replace("_", " ")), escape(str(v))] for k, v in index.items()]
         parts.append(_table(["measured on", ""], rows, "index"))
     rows = [[escape(f"gate threshold ({k})"), _number(v)] for k, v in figures["thresholds"].items()]
-    return "".join(parts) + _table(["gate", ""], rows, "thresholds")
+    rows += [["governed-evidence", escape(figures["version"])], ["report generated", escape(figures["generated_at"])]]
+    return "".join(parts) + _table(["run", ""], rows, "thresholds")
 
 
 def _measured_on(figures: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ import pytest
 
 from governed_evidence import cli
 from governed_evidence.config import Classification
+from governed_evidence.search.gate import GateThresholds
 from governed_evidence.store.connection import connect
 from tests.evaluation.html_tables import number, tables, text
 from tests.helpers import HashEmbedder
@@ -92,6 +93,14 @@ def test_the_trade_off_and_recall_in_the_page_are_the_runs_json(run: tuple[dict[
         for mode, by_name in corpus["recall"].items()
         for name, r in by_name.items()
     }
+    run_rows = {r[0]: r[1] for r in page["thresholds"]}
+    assert (
+        number(run_rows["gate threshold (strict)"])
+        == result["report"]["thresholds"]["strict"]
+        == GateThresholds().strict
+    )
+    assert number(run_rows["gate threshold (normal)"]) == result["report"]["thresholds"]["normal"]
+    assert run_rows["governed-evidence"] == result["report"]["version"]
     zeros = [[r[0], r[1], r[2], number(r[3]), number(r[4])] for r in page["hard-zeros"]]
     assert zeros == [
         [z["slice"], z["mode"], z["metric"], z["value"], z["probes"]] for z in result["report"]["hard_zeros"]
