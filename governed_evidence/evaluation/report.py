@@ -125,7 +125,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], cls: str) -> s
 
 def _verdict(figures: dict[str, Any]) -> str:
     gate = figures["gate"]
-    label = "no gate (measured only)" if gate is None else f"release gate: {gate}"
+    label = "no gate (measured only)" if gate is None else f"eval gate: {gate}"
     cls = "none" if gate is None else "pass" if gate == "PASS" else "fail"
     rows = [
         [

@@ -70,7 +70,7 @@ def test_every_slice_per_mode_in_the_page_is_the_runs_json(run: tuple[dict[str, 
     assert [number(r[1]) for r in checks] == pytest.approx([c["value"] for c in result["checks"]], abs=5e-5)
     assert [number(r[2].split()[-1]) for r in checks] == [c["bound"] for c in result["checks"]]
     assert [r[3] == "ok" for r in checks] == [c["passed"] for c in result["checks"]]
-    verdict = re.search(r'id="verdict">release gate: (\w+)<', html)
+    verdict = re.search(r'id="verdict">eval gate: (\w+)<', html)
     assert verdict is not None and verdict.group(1) == result["gate"]
 
 
@@ -282,6 +282,14 @@ def test_a_suite_report_draws_each_corpus_at_its_own_ceiling(
         for t in c["tradeoff"].values()
     ]
     assert [r[:3] for r in page["slices"]] == [[r["slice"], r["mode"], str(r["n"])] for r in result["reports"]]
+    # Recall from the report's one ranking per question is the suite's own recall of each slice.
+    by = {r["slice"]: r["metrics"] for r in result["reports"]}
+    for c in result["report"]["corpora"]:
+        measured = by[f"{c['name']}:answerable"]
+        drawn = c["recall"]["hybrid"]["answerable"]
+        assert (drawn["recall@10"], drawn["recall@50"]) == pytest.approx(
+            (measured["recall@10"], measured["recall@50"]), abs=1e-4
+        )
     assert html.count("<svg") == 1 + 2 * 2  # the slices, and per corpus the trade-off and recall
     counts = {i["corpus"]: (i["ceiling"], i["documents_at_ceiling"]) for i in result["report"]["indexes"]}
     public, internal = counts.values()
