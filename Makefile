@@ -31,6 +31,10 @@ AUDITED_LOCKS := requirements/lock.txt requirements/runtime.txt requirements/bui
 # Extras both the development lock and the runtime lock carry: tracing (otel) is optional for
 # `pip install .`, but the tests exercise it and the image ships it (ADR 0009).
 LOCK_EXTRAS := --extra otel
+# Extras only the development lock carries: the report's charts (matplotlib, ADR 0016) are
+# optional for `pip install .[report]` and left out of the runtime lock and the image, but the
+# tests draw them.
+DEV_EXTRAS := --extra dev --extra report
 # What the runtime lock leaves out (the model-hub client tokenizers declares; see the file).
 RUNTIME_OVERRIDES := --overrides requirements/runtime-overrides.txt
 
@@ -38,7 +42,7 @@ RUNTIME_OVERRIDES := --overrides requirements/runtime-overrides.txt
 # event store under $HOME; nothing here should phone home.
 export ORT_DISABLE_TELEMETRY := 1
 
-CI_STEPS := lock-check lint typecheck audit publication-guard
+CI_STEPS := lock-check lint typecheck audit publication-guard browser
 # The long steps share nothing (each test session its own temporary folders, the eval its own
 # index, the wheel check a scratch copy, the container an image), so they run in three lanes
 # side by side, steps joined by commas running in order within a lane; each step writes its own
@@ -47,7 +51,7 @@ CI_STEPS := lock-check lint typecheck audit publication-guard
 # the eval gate, 1,244 s): many tests wait on a subprocess, a socket or the disk.
 CI_LANES := coverage test-hardening,eval-gate wheel-check,container
 
-.PHONY: bench bench-quick bench-http bench-peers bench-scifact install tools demo test coverage format lint typecheck eval-gate audit \
+.PHONY: browser bench bench-quick bench-http bench-peers bench-scifact install tools demo test coverage format lint typecheck eval-gate audit \
         publication-guard container lock lock-tools lock-check ci clean test-fast wheel-check test-hardening
 
 # Which interpreter made each venv: "<resolved path> <version>" (scripts/check_python.py --id),
@@ -218,6 +222,16 @@ bench-http: $(STAMP)
 publication-guard:
 	$(PYTHON) scripts/publication_guard.py
 
+# The headless browser the report's rendering test drives (tests/evaluation/test_report_render.py):
+# Debian's chromium, installed when absent and this is root with apt-get (CI's machine). Elsewhere
+# the test skips and says why; in CI (CI set) an absent browser fails the step instead.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "chromium is absent and cannot be installed here (needs root and apt-get): the report's rendering test will skip" >&2; \
+		[ -z "$$CI" ] || exit 1; fi
+
 # The wheel on its own, as `pip install .` / `pipx install .` / `uv tool install .` get it:
 # built, checked for the tokenizer and the model dependency, installed from runtime.txt into
 # a fresh venv, then `governed-evidence ingest` and `search` on a tiny corpus (about 45 s).
@@ -234,7 +248,7 @@ container:
 # Regenerate the hashed locks from pyproject.toml (after adding or changing a dependency).
 # `make lock UPGRADE=1` also moves unpinned transitive dependencies to their newest release.
 lock: $(TOOLS_STAMP)
-	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) --extra dev pyproject.toml requirements/build.in -o requirements/lock.txt
+	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) $(DEV_EXTRAS) pyproject.toml requirements/build.in -o requirements/lock.txt
 	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) pyproject.toml -c requirements/lock.txt $(RUNTIME_OVERRIDES) -o requirements/runtime.txt
 	$(UV) pip compile $(LOCK_FLAGS) requirements/build.in -c requirements/lock.txt -o requirements/build.txt
 
@@ -246,7 +260,7 @@ lock-tools: $(TOOLS_STAMP)
 lock-check: $(TOOLS_STAMP)
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	mkdir -p "$$tmp/requirements"; cp requirements/*.txt requirements/*.in "$$tmp/requirements/"; \
-	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) --extra dev pyproject.toml requirements/build.in -o "$$tmp/requirements/lock.txt"; \
+	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) $(DEV_EXTRAS) pyproject.toml requirements/build.in -o "$$tmp/requirements/lock.txt"; \
 	$(UV) pip compile $(LOCK_FLAGS) $(LOCK_EXTRAS) pyproject.toml -c "$$tmp/requirements/lock.txt" $(RUNTIME_OVERRIDES) \
 		-o "$$tmp/requirements/runtime.txt"; \
 	$(UV) pip compile $(LOCK_FLAGS) requirements/build.in -c "$$tmp/requirements/lock.txt" -o "$$tmp/requirements/build.txt"; \

@@ -194,6 +194,8 @@ def write_report(results: dict[str, Any], md_path: Path, json_path: Path, peers:
         "`docs/performance.json`. `make bench-quick` runs the 10k size only and, where `make bench-peers`",
         "has installed the peers, times the project interleaved with tantivy and bm25s for its ratio to",
         "the faster (never against another run's figures). Latencies are p50 / p95 / p99 in milliseconds.",
+        "The pictures beside this file (`performance-scale.svg`, `performance-ingest.svg`) are drawn from the",
+        "same JSON at the end of the run; `python -m benchmarks.charts` draws them again from it.",
         "",
         "## Machine",
         "",
@@ -237,6 +239,9 @@ def write_report(results: dict[str, Any], md_path: Path, json_path: Path, peers:
         "time is shown). numpy runs on one BLAS thread.",
         "",
         *_search_table(sizes),
+        "",
+        "![Hybrid search p50 and p95, with and without the query embedding, and memory per passage, "
+        "against passages indexed](performance-scale.svg)",
         "",
         "### Each side alone",
         "",
@@ -292,6 +297,9 @@ def write_report(results: dict[str, Any], md_path: Path, json_path: Path, peers:
             "| Passages/s | Other than embed | Bytes/passage | Peak RSS |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             *ingest_rows,
+            "",
+            "![Ingest rate, passages per second, of each ingestion above and of the generated index "
+            "builds](performance-ingest.svg)",
             "",
         ]
     else:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.charts import write_charts
 from benchmarks.peers_report import PEERS_JSON, PROJECT, best_peer, load_peers
 from benchmarks.report import write_report
 from benchmarks.stats import load_average, machine
@@ -276,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     results["wall_s"] = round(time.time() - started, 1)
     out = Path(ns.out)
     write_report(results, out, out.with_suffix(".json"), peers=load_peers(PEERS_JSON))
+    # The pictures docs/performance.md embeds, drawn from the same results (benchmarks.charts).
+    write_charts(results, out.parent)
     print(json.dumps({"written": str(out), "json": str(out.with_suffix(".json"))}))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
@@ -18,12 +19,16 @@ from governed_evidence.errors import InvalidRequestError
 # is imported when it runs.
 if TYPE_CHECKING:
     from governed_evidence.evaluation.gate import Check
+    from governed_evidence.evaluation.questions import Question
     from governed_evidence.evaluation.runner import Searcher, SliceReport
     from governed_evidence.search.models import SearchMode
+    from governed_evidence.search.service import SearchService
 
 __all__ = ["add_eval_parser", "run_eval"]
 
 _MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "hybrid")
+#: The ceiling the quality slices run at (run_slices' default), and so the report's.
+_REPORT_CEILING = Classification.INTERNAL
 
 
 def add_eval_parser(sub: Any) -> None:
@@ -49,6 +54,12 @@ def add_eval_parser(sub: Any) -> None:
     p.add_argument("--no-mcp", action="store_true", help="run governance slices on the service, not over stdio")
     p.add_argument("--json", action="store_true")
     p.add_argument("--write-baseline", metavar="FILE", help="write the measured metrics (refused on any leak)")
+    p.add_argument(
+        "--report",
+        metavar="DIR",
+        help="also write DIR/index.html: the run's figures and charts as one self-contained page "
+        "(needs the report extra: pip install 'governed-evidence[report]')",
+    )
     p.set_defaults(func=run_eval)
 
 
@@ -60,6 +71,42 @@ def _superseded(db: Path) -> set[str]:
         return {str(r[0]) for r in conn.execute("SELECT path FROM documents WHERE status = 'superseded'")}
     finally:
         conn.close()
+
+
+def _report(
+    questions: list[Question],
+    service: SearchService,
+    modes: tuple[SearchMode, ...],
+    db: Path,
+    reports: list[SliceReport],
+    checks: list[Check],
+    passed: bool,
+) -> dict[str, Any]:
+    """The report's figures: the slices and checks as measured, plus one ranking per question and
+    mode for the trade-off curve and recall (evaluation.tradeoff)."""
+    from governed_evidence.evaluation.report import index_figures, report_figures
+    from governed_evidence.evaluation.tradeoff import probe_questions
+
+    index = index_figures(db, _REPORT_CEILING)
+    thresholds = service.thresholds
+    return report_figures(
+        reports=reports,
+        checks=checks,
+        gate="PASS" if passed else "FAIL",
+        probes={index["corpus"] or db.stem: {mode: probe_questions(questions, service, mode) for mode in modes}},
+        thresholds={"strict": thresholds.strict, "normal": thresholds.normal},
+        indexes=[index],
+        title=index["corpus"] or db.stem,
+    )
+
+
+def _write_report(figures: dict[str, Any] | None, args: argparse.Namespace) -> None:
+    if figures is None:
+        return
+    from governed_evidence.evaluation.report import write_report
+
+    written = write_report(figures, Path(args.report))
+    print(f"report written to {written}", file=sys.stderr)
 
 
 def _print_scorecard(reports: list[SliceReport], checks: list[Check], passed: bool, *, gated: bool = True) -> None:
@@ -119,8 +166,6 @@ def _run_beir_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
-    import sys
-
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.evaluation.gate import evaluate_gate, load_gate
     from governed_evidence.evaluation.suites import load_suite, run_suite
@@ -141,6 +186,7 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
         # GOVERNED_EVIDENCE_RERANKER measures an endpoint on the suite's questions.
         reranker=make_reranker(settings),
         progress=lambda line: print(line, file=sys.stderr),
+        probe=bool(args.report),
     )
     gated = [r for r in run.reports if r.mode == "hybrid" or len(modes) == 1]
     # Only the per-corpus bounds ("corpus:slice"): the governance slices, whose zero bounds
@@ -152,6 +198,22 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
         if ":" in c.slice and c.slice.split(":")[0] not in run.skipped
     ]
     passed = all(c.passed for c in checks)
+    figures = None
+    if args.report:
+        from governed_evidence.evaluation.report import report_figures
+        from governed_evidence.search.gate import GateThresholds
+
+        # run_suite searches with the shipped thresholds.
+        shipped = GateThresholds()
+        figures = report_figures(
+            reports=run.reports,
+            checks=checks,
+            gate=None if spec is None else "PASS" if passed else "FAIL",
+            probes=run.probes,
+            thresholds={"strict": shipped.strict, "normal": shipped.normal},
+            indexes=list(run.indexes.values()),
+            title=f"{args.suite} suite",
+        )
     seconds = round(time.perf_counter() - started, 1)
     if args.json:
         print(
@@ -166,6 +228,7 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
                     ],
                     "gate": None if spec is None else "PASS" if passed else "FAIL",
                     "seconds": seconds,
+                    **({} if figures is None else {"report": figures}),
                 },
                 indent=2,
             )
@@ -178,10 +241,18 @@ def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
         else:
             _print_scorecard(run.reports, checks, passed)
         print(f"({args.suite} suite: {len(run.passages)} corpora scored, {len(run.skipped)} skipped; {seconds} s)")
+    _write_report(figures, args)
     return 0 if passed else 1
 
 
 def run_eval(args: argparse.Namespace, settings: Settings) -> int:
+    if getattr(args, "report", None):
+        if args.target == "beir":
+            raise InvalidRequestError("--report covers the question slices and suites, not `eval beir`")
+        from governed_evidence.evaluation.charts import require_matplotlib
+
+        # Before the run: a missing extra should cost nothing.
+        require_matplotlib()
     if args.target == "beir":
         return _run_beir_command(args, settings)
     if args.suite != "sample":
@@ -207,7 +278,7 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
             db = tmp / "eval.sqlite"
             ingest_corpus(Path(args.corpus), db, embedder, ceiling=Classification.RESTRICTED, progress=None)
 
-        def service_for(ceiling: Classification, gate: bool) -> Searcher:
+        def service_for(ceiling: Classification, gate: bool) -> SearchService:
             # GOVERNED_EVIDENCE_GATE=off overrides every slice: that is the sabotage check.
             return SearchService(
                 db,
@@ -240,8 +311,11 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
             reports.extend(run)
             if mode == "hybrid" or len(modes) == 1:
                 gated_reports = run
-    checks = evaluate_gate(spec, gated_reports)
-    passed = all(c.passed for c in checks)
+        checks = evaluate_gate(spec, gated_reports)
+        passed = all(c.passed for c in checks)
+        figures = None
+        if args.report:
+            figures = _report(questions, service_for(_REPORT_CEILING, True), modes, db, reports, checks, passed)
     seconds = round(time.perf_counter() - started, 1)
     if args.json:
         print(
@@ -255,6 +329,7 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
                     "gate": "PASS" if passed else "FAIL",
                     "governance_via": "service" if args.no_mcp else "mcp-stdio",
                     "seconds": seconds,
+                    **({} if figures is None else {"report": figures}),
                 },
                 indent=2,
             )
@@ -263,6 +338,7 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
         _print_scorecard(reports, checks, passed)
         via = "the service" if args.no_mcp else "the MCP tools over stdio"
         print(f"(governance slices {', '.join(GOVERNANCE_SLICES)} ran through {via}; {seconds} s)")
+    _write_report(figures, args)
     if args.write_baseline:
         leaks = [c for c in checks if c.must_be_zero and not c.passed]
         if leaks:

@@ -23,9 +23,9 @@ import tempfile
 import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from governed_evidence.config import Classification, parse_level
 from governed_evidence.embeddings.base import Embedder
@@ -38,12 +38,12 @@ from governed_evidence.evaluation.runner import (
     answer_rank,
     retrieval_report,
 )
+from governed_evidence.evaluation.tradeoff import QuestionProbe, answer_position, probe_questions
 from governed_evidence.search.limits import SearchMode
 
 # The CLI imports this module's parent on every command; the search service (and with it
 # numpy and the vector code) is imported when a suite runs.
 if TYPE_CHECKING:
-    from governed_evidence.search.candidates import Candidate, Ranking
     from governed_evidence.search.rerank import Reranker
     from governed_evidence.search.service import SearchService
 
@@ -79,6 +79,11 @@ class SuiteRun:
     skipped: dict[str, str]
     #: Corpus name -> passages indexed.
     passages: dict[str, int]
+    #: With ``probe``: corpus name -> mode -> each question's ranking before the gate (the report's
+    #: trade-off curve and recall, evaluation.tradeoff).
+    probes: dict[str, dict[str, list[QuestionProbe]]] = field(default_factory=dict)
+    #: With ``probe``: corpus name -> the model and index it was measured on, at its ceiling.
+    indexes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def load_suite(path: Path, suite: str, base: Path) -> list[CorpusSpec]:
@@ -167,29 +172,12 @@ def _retrieval(label: str, questions: list[Question], service: SearchService, mo
         rank = answer_rank(q, normal.results)
         totals["normal_hit@3"] += rank is not None and rank <= 3
         totals["page@10"] += rank is not None
-        ranking = service.rank(q.question, mode)
-        paths = ranking.document_paths()[:50]
-        # A candidate's row (its pages) is read only when its document is an expected one.
-        found = next(
-            (
-                i
-                for i, (c, path) in enumerate(zip(ranking.candidates, paths, strict=False))
-                if path in q.expected and q.answered_by(path, _pages(ranking, c))
-            ),
-            None,
-        )
+        found = answer_position(q, service.rank(q.question, mode), 50)
         totals["recall@10"] += found is not None and found < 10
         totals["recall@50"] += found is not None
     n = max(report.n, 1)
     report.metrics.update({k: v / n for k, v in totals.items()})
     return report
-
-
-def _pages(ranking: Ranking, candidate: Candidate) -> tuple[int, int] | None:
-    row = ranking.rows([candidate.passage_id])[candidate.passage_id]
-    if row.page_start is None or row.page_end is None:
-        return None
-    return row.page_start, row.page_end
 
 
 def _abstention(label: str, questions: list[Question], service: SearchService, mode: SearchMode) -> SliceReport:
@@ -212,11 +200,13 @@ def run_suite(
     gate_enabled: bool = True,
     reranker: Reranker | None = None,
     progress: Callable[[str], None] = lambda line: None,
+    probe: bool = False,
 ) -> SuiteRun:
     """Index every corpus present (in ``cache_dir`` when given) and score its questions.
 
     ``reranker``: searched as a server with that reranker configured would search, so an
-    endpoint can be measured on the same questions (off unless given).
+    endpoint can be measured on the same questions (off unless given). ``probe``: also rank
+    each question once per mode for the report (``SuiteRun.probes`` and ``indexes``).
     """
     from governed_evidence.ingest.pipeline import ingest_corpus
     from governed_evidence.search.service import SearchService
@@ -250,8 +240,15 @@ def run_suite(
                 vector_memory_bytes=1 << 30, reranker=reranker,
             )  # fmt: skip
             questions = load_questions(spec.questions)
+            if probe:
+                from governed_evidence.evaluation.report import index_figures
+
+                # Named as the suite names the corpus (the index records its folder's name).
+                run.indexes[spec.name] = {**index_figures(db, spec.ceiling), "corpus": spec.name}
             for mode in modes:
                 run.reports.extend(score_corpus(spec.name, questions, service, mode))
+                if probe:
+                    run.probes.setdefault(spec.name, {})[mode] = probe_questions(questions, service, mode)
                 for group in spec.groups:
                     members = [q for q in questions if q.id.startswith(f"{group}-")]
                     if not members:
