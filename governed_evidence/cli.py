@@ -544,7 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--allowed-origin",
         action="append",
         metavar="ORIGIN",
-        help="HTTP: a browser Origin allowed besides the server's own, e.g. https://evidence.example.org (repeatable)",
+        help="HTTP: a browser Origin allowed to call the server (none by default), e.g. https://evidence.example.org "
+        "(repeatable)",
     )
     p.add_argument(
         "--allow-unauthenticated",
