@@ -2,7 +2,8 @@
 
 Some providers deliver a message as a file: Eurostat's deferred delivery is a ZIP holding
 one SDMX-ML data file, and some mirrors serve ``.xml.gz``. This is a *file* format, told
-by the Content-Type (or, for ``application/octet-stream``, by its magic bytes), not the
+by the Content-Type (or, for a generic one such as ``application/octet-stream``, by its
+magic bytes: :data:`~governed_evidence.sdmx.formats.GENERIC_TYPES`), not the
 HTTP content-coding that :mod:`~governed_evidence.sdmx.decoding` undoes.
 
 What comes out is bounded like any body, because an archive is where a small download
@@ -29,7 +30,7 @@ import zipfile
 import zlib
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
-from governed_evidence.sdmx.formats import media_type
+from governed_evidence.sdmx.formats import GENERIC_TYPES, media_type
 
 __all__ = ["MAX_MEMBERS", "is_envelope", "unwrap"]
 
@@ -55,9 +56,11 @@ _STEP = 1024 * 1024
 
 def _kind(content_type: str, body: bytes) -> str | None:
     mt = media_type(content_type)
-    if mt in _ZIP_TYPES or (mt == "application/octet-stream" and body.startswith(_ZIP_MAGIC)):
+    # A generic type (application/octet-stream, none at all, ...) is told by its magic bytes.
+    generic = mt in GENERIC_TYPES
+    if mt in _ZIP_TYPES or (generic and body.startswith(_ZIP_MAGIC)):
         return "zip"
-    if mt in _GZIP_TYPES or (mt == "application/octet-stream" and body.startswith(_GZIP_MAGIC)):
+    if mt in _GZIP_TYPES or (generic and body.startswith(_GZIP_MAGIC)):
         return "gzip"
     return None
 

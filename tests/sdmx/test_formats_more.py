@@ -76,7 +76,12 @@ def test_json_is_detected_by_content_type() -> None:
     [
         (b"[1, 2]", "not an SDMX-JSON message"),
         (b"{not json", "not valid JSON"),
-        (b"[" * 100_000 + b"]" * 100_000, "nests deeper|not valid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "not an SDMX-JSON message"),
+        (b'{"structure": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests deeper"),
+        (b'{"dataSets": [], "structure": {}} trailing', "not valid JSON"),
+        (b'{"dataSets": [{"observations": {"0": [1]}}], "structure": {', "not valid JSON"),
+        # Members no SDMX-JSON data message defines (the hostile answer of the review).
+        (b'{"data": {"dataSets": [{"series": {}}]}, "x": [{}, {}, {}]}', "does not define"),
         (b'{"errors": [{"code": 500}]}', "SDMX-JSON error message"),
         (b'{"dataSets": [{"series": {"0:x": {}}}], "structure": {}}', "malformed series"),
     ],
