@@ -374,7 +374,7 @@ def parse_data(
     elif fmt in ("generic", "structurespecific"):
         _parse_xml(body, fmt, out, dimensions)
     elif fmt == "json":
-        read_json_data(body, out.add, out.label)
+        read_json_data(body, out.add, out.label, max_rows=max_rows)
     else:
         raise UnusableResponseError(f"the provider answered in a format this server does not read ({fmt})")
     return out.table()

@@ -14,8 +14,10 @@ because a writer may put the structure after the data sets:
 
 What is built is bounded: the outline by :data:`MAX_OUTLINE_VALUES`, an observation by
 :data:`MAX_OBSERVATION_VALUES`, the data sets by :data:`MAX_DATASETS`, rows by the caller's
-``add``. Members an SDMX-JSON data message does not define at its top level are refused;
-anything else not needed (``meta``, annotations, links) is passed over unbuilt.
+``add``. What is read, built or passed over, is bounded too: each pass reads at most
+:func:`event_limit` events, so bulk where nothing is read costs bounded processor time.
+Members an SDMX-JSON data message does not define at its top level are refused; anything
+else not needed (``meta``, annotations, links) is passed over unbuilt.
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ from governed_evidence.sdmx.jsonstream import Budget, Events
 from governed_evidence.sdmx.sdmxjson import MAX_JSON_BYTES, as_dict, as_list, as_text, name_of
 from governed_evidence.sdmx.xml import clean
 
-__all__ = ["MAX_DATASETS", "MAX_OBSERVATION_VALUES", "MAX_OUTLINE_VALUES", "read_json_data"]
+__all__ = [
+    "EVENTS_BESIDE_ROWS",
+    "EVENTS_PER_ROW",
+    "MAX_DATASETS",
+    "MAX_OBSERVATION_VALUES",
+    "MAX_OUTLINE_VALUES",
+    "event_limit",
+    "read_json_data",
+]
 
 #: Values built for the outline (the structures list only the codes the message uses).
 MAX_OUTLINE_VALUES = 200_000
@@ -38,6 +48,11 @@ MAX_OUTLINE_VALUES = 200_000
 MAX_OBSERVATION_VALUES = 2_000
 #: Data sets in one message (providers send one).
 MAX_DATASETS = 1_000
+#: Events a pass may read per observation the caller allows (a key, an array, a value and a
+#: few attribute indices are six; series add theirs), and for everything else (the header,
+#: the structures, annotations): bulk anywhere is refused once these are spent.
+EVENTS_PER_ROW = 12
+EVENTS_BESIDE_ROWS = 1_000_000
 #: The members SDMX-JSON data messages define at their top level (1.0 and 2.0).
 _MESSAGE_MEMBERS = frozenset({"header", "meta", "data", "dataSets", "structure", "errors"})
 #: Parts of a structure the rows never use, passed over rather than built.
@@ -138,8 +153,8 @@ def _heads(events: Events, first: Event, budget: Budget) -> list[_DataSetHead]:
     return heads
 
 
-def _outline(body: bytes) -> _Outline:
-    events = Events(body)
+def _outline(body: bytes, limit: int) -> _Outline:
+    events = Events(body, limit)
     first = events.next()
     if first[0] != "start_map":
         raise UnusableResponseError("the provider's JSON is not an SDMX-JSON message")
@@ -262,8 +277,8 @@ def _read_datasets(events: Events, first: Event, datasets: list[_DataSet]) -> No
                 events.skip(value)
 
 
-def _rows(body: bytes, v2: bool, datasets: list[_DataSet]) -> None:
-    events = Events(body)
+def _rows(body: bytes, limit: int, v2: bool, datasets: list[_DataSet]) -> None:
+    events = Events(body, limit)
     for key in events.members(events.next()):
         value = events.next()
         if v2 and key == "data" and value[0] == "start_map":
@@ -279,7 +294,12 @@ def _rows(body: bytes, v2: bool, datasets: list[_DataSet]) -> None:
             events.skip(value)
 
 
-def read_json_data(body: bytes, add: Add, label: Label) -> None:
+def event_limit(max_rows: int) -> int:
+    """Events one pass may read: what ``max_rows`` observations need, with the structures."""
+    return EVENTS_PER_ROW * max_rows + EVENTS_BESIDE_ROWS
+
+
+def read_json_data(body: bytes, add: Add, label: Label, *, max_rows: int) -> None:
     """Each observation of an SDMX-JSON 1.0 or 2.0 data message passed to ``add`` as a row.
 
     Raises
@@ -295,7 +315,7 @@ def read_json_data(body: bytes, add: Add, label: Label) -> None:
         raise ResponseTooLargeError(
             f"the provider's JSON message is larger than {MAX_JSON_BYTES} bytes; narrow the key or the period"
         )
-    outline = _outline(body)
+    outline = _outline(body, event_limit(max_rows))
     if outline.v2 is not None:  # 2.0
         structures = [as_dict(s) for s in as_list(outline.v2.get("structures"))] or [
             as_dict(outline.v2.get("structure"))
@@ -317,4 +337,4 @@ def read_json_data(body: bytes, add: Add, label: Label) -> None:
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(structures):
             index = 0
         datasets.append(_DataSet(head, structures[index], add, label))
-    _rows(body, outline.v2 is not None, datasets)
+    _rows(body, event_limit(max_rows), outline.v2 is not None, datasets)

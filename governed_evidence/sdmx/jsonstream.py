@@ -6,7 +6,8 @@ holds the interpreter lock from its first byte to its last. Here the message is 
 ijson's C parser (yajl) as events, fed in :data:`CHUNK` slices from Python so that other
 threads get the interpreter between slices, and the readers decide member by member:
 
-- :meth:`Events.skip` passes over a value without building anything;
+- :meth:`Events.skip` passes over a value without building anything (each event still
+  counts against the reader's limit of events, which bounds the processor time);
 - :meth:`Events.build` builds a value the reader needs (a structure, one observation),
   counting the values it builds against a :class:`Budget` and refusing nesting deeper
   than :data:`MAX_DEPTH`, so what is built is bounded whatever the message holds.
@@ -72,14 +73,26 @@ class _Reader:
 Key = str
 
 
-class Events:
-    """The events of one JSON text, read forward once."""
+def _too_many() -> ResponseTooLargeError:
+    return ResponseTooLargeError("the provider's JSON message holds more than this server reads")
 
-    def __init__(self, body: bytes) -> None:
+
+class Events:
+    """The events of one JSON text, read forward once, at most ``limit`` of them.
+
+    Passing over a value costs an event at a time, so the count of events read, built or
+    not, is what bounds the processor time a message can take.
+    """
+
+    def __init__(self, body: bytes, limit: int) -> None:
         self._events: Iterator[tuple[str, Any]] = ijson.basic_parse(_Reader(body), buf_size=CHUNK, use_float=True)
+        self.left = limit
 
     def next(self) -> tuple[str, Any]:
         """The next event; UnusableResponseError for malformed JSON or a text that ends early."""
+        self.left -= 1
+        if self.left < 0:
+            raise _too_many()
         try:
             return next(self._events)
         except StopIteration:
@@ -126,15 +139,22 @@ class Events:
             return
         depth = 1
         events = self._events
+        left = self.left
         try:
             # The hottest loop of a hostile message: plain iteration, no per-event calls.
             for event, _value in events:
+                left -= 1
                 if event in _START:
                     depth += 1
+                    if left < 0:
+                        raise _too_many()
                 elif event in _END:
                     depth -= 1
                     if depth == 0:
+                        self.left = left
                         return
+                elif left < 0:
+                    raise _too_many()
         except (ijson.JSONError, ValueError, UnicodeDecodeError):
             raise UnusableResponseError("the provider's response is not valid JSON") from None
         raise UnusableResponseError("the provider's response is not valid JSON")

@@ -12,7 +12,7 @@ from governed_evidence.errors import ResponseTooLargeError, UnusableResponseErro
 from governed_evidence.sdmx.data import parse_data
 from governed_evidence.sdmx.envelope import unwrap
 from governed_evidence.sdmx.formats import detect
-from governed_evidence.sdmx.jsondata import MAX_OBSERVATION_VALUES
+from governed_evidence.sdmx.jsondata import EVENTS_BESIDE_ROWS, EVENTS_PER_ROW, MAX_OBSERVATION_VALUES
 from tests.sdmx.conftest import ServiceFactory
 from tests.sdmx.helpers import FakeProviders, shared
 
@@ -122,6 +122,15 @@ def test_bulk_in_a_member_that_is_not_read_costs_no_memory() -> None:
     assert table.total_rows == 0
     # What remains is the parser's events for one slice of the body, whatever the body's size.
     assert peak < len(body)
+
+
+def test_bulk_past_the_event_limit_is_refused_wherever_it_is() -> None:
+    # Passing over a value costs an event at a time: the limit bounds the processor time.
+    events = 2 * (EVENTS_PER_ROW * 10 + EVENTS_BESIDE_ROWS)
+    with pytest.raises(ResponseTooLargeError, match="more than this server reads"):
+        parse_data("json", _junk_in_meta(events // 2 * 3), keep=1, max_rows=10)
+    # The same bulk is read when the caller's row limit allows for it.
+    assert parse_data("json", _junk_in_meta(events // 2 * 3), keep=1, max_rows=500_000).total_rows == 0
 
 
 @pytest.mark.parametrize(
