@@ -193,7 +193,10 @@ async def _caller(stack: Any, url: str, token: str) -> Any:
         response = await client.post(url, json=body)
         response.raise_for_status()
         result = response.json()["result"]
-        return result.get("structuredContent"), bool(result.get("isError"))
+        if result.get("isError"):
+            content = result.get("content") or [{}]
+            return str(content[0].get("text", ""))[:120], True
+        return result.get("structuredContent"), False
 
     return call
 
@@ -226,9 +229,9 @@ async def _latency(url: str, search_token: str, stats_tokens: list[str], queries
             while not stop.is_set():
                 t0 = time.perf_counter()
                 # A new key each call: a refused answer is never cached, a read one would be.
-                _, is_error = await call("get_data", {"dataset": DATASET, "key": f"K{i}x{n}", "provider": "BENCH"})
+                answer, is_error = await call("get_data", {"dataset": DATASET, "key": f"K{i}x{n}", "provider": "BENCH"})
                 stats_ms.append((time.perf_counter() - t0) * 1000)
-                kind = "error" if is_error else "answered"
+                kind = f"error: {answer}" if is_error else "answered"
                 outcomes[kind] = outcomes.get(kind, 0) + 1
                 n += 1
 
@@ -248,8 +251,8 @@ def run_latency(db: Path | None, variant: str, calls: int) -> dict[str, Any]:
     body = hostile_body(variant)
     with tempfile.TemporaryDirectory(prefix="bench-sdmx-json-") as tmp, _provider(body) as base:
         work = Path(tmp)
-        if db is None:
-            db = work / "sample.sqlite"
+        if db is None or not db.exists():
+            db = db or work / "sample.sqlite"
             result["index"] = {"corpus": "data/sample_corpus", "model": "default", **_build_index(db)}
         queries, _ = _catalogue(db)
         tokens_file = work / "tokens.json"
@@ -289,7 +292,9 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("memory", help="peak memory of one call per variant (each in a fresh process)")
     lat = sub.add_parser("latency", help="a caller's search latency during four statistics calls")
-    lat.add_argument("--db", type=Path, help="an index to serve (default: the sample corpus, built now)")
+    lat.add_argument(
+        "--db", type=Path, help="an index to serve (default: the sample corpus, built now; built here if absent)"
+    )
     lat.add_argument("--variant", choices=sorted(VARIANTS), default="junk-in-meta")
     lat.add_argument("--calls", type=int, default=40, help="measured searches, alone and during (default 40)")
     one = sub.add_parser("_measure")
