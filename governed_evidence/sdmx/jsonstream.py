@@ -74,7 +74,9 @@ Key = str
 
 
 def _too_many() -> ResponseTooLargeError:
-    return ResponseTooLargeError("the provider's JSON message holds more than this server reads")
+    return ResponseTooLargeError(
+        "the provider's JSON message holds more than this server reads; narrow the key or the period"
+    )
 
 
 class Events:
