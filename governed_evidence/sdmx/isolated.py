@@ -14,7 +14,7 @@ run at full speed on the other processor.
   use one processor, not every one; the child's address space may grow by
   :data:`MAX_CHILD_BYTES` over what it inherited and it may use :data:`MAX_CHILD_SECONDS`
   of processor time (kernel limits; past them the answer is refused as too large), and it
-  has a wall-clock backstop of twice that.
+  has a wall-clock backstop of one and a half times that.
 * **The answer** is the parsed table (the first rows the caller asked for, constants, labels)
   or the error the parse raised, pickled back through the pipe.
 
@@ -42,8 +42,9 @@ __all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "run_isolated"]
 #: Address space a parse may add to what the child inherited (the streamed reader needs a
 #: few MiB; the kernel's limit stops anything that would not).
 MAX_CHILD_BYTES = 512 * 1024 * 1024
-#: Processor seconds one parse may use (16 MiB of a hostile message is a few seconds).
-MAX_CHILD_SECONDS = 60
+#: Processor seconds one parse may use (a pass is bounded by its count of events: 16 MiB of a
+#: hostile message is a few seconds on a loaded 2-core host).
+MAX_CHILD_SECONDS = 30
 #: Parses running at once in one server process; the others wait their turn.
 SLOTS = threading.BoundedSemaphore(1)
 
@@ -143,7 +144,7 @@ def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
     os.close(write_fd)
     chunks: list[bytes] = []
     try:
-        deadline = time.monotonic() + 2 * MAX_CHILD_SECONDS
+        deadline = time.monotonic() + MAX_CHILD_SECONDS * 3 / 2
         with selectors.DefaultSelector() as selector:
             selector.register(read_fd, selectors.EVENT_READ)
             while (left := deadline - time.monotonic()) > 0:
