@@ -4,7 +4,8 @@ fastmcp's :class:`JWTVerifier` checks the signature, ``iss``, ``aud``, ``exp``, 
 the required scope; this module adds what a clearance needs on top of it:
 
 * an ``exp`` claim is required (fastmcp accepts a token without one, which would be valid
-  for ever once leaked);
+  for ever once leaked), and ``exp``, ``nbf`` and ``iat`` must be finite numbers when present
+  (fastmcp reads ``"nbf": NaN`` as already valid); no claim may hold NaN or an infinity;
 * the token's roles (``roles`` by default, as Entra ID app roles; a list, or one
   space-separated string) are mapped to a clearance, the highest mapped role winning; a
   token with no mapped role is valid with clearance None (statistics, never documents);
@@ -137,11 +138,31 @@ def _caller_name(claims: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: The NumericDate claims (RFC 7519 section 4.1): when present, each must be a time.
+_TIME_CLAIMS = ("exp", "nbf", "iat")
+
+
 def _valid_exp(value: object) -> bool:
     # bool is an int to Python, and json accepts NaN and Infinity: none of them is a time.
     if isinstance(value, bool):
         return False
     return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _non_finite_claim(claims: Mapping[str, Any]) -> str | None:
+    """The first claim that is not a usable number where one is due, else None.
+
+    fastmcp compares ``nbf`` and ``iat`` with the clock as they come, and ``NaN > now`` is
+    false: a ``"nbf": NaN`` would pass as already valid. Any claim holding NaN or an
+    infinity is refused too, since no claim means anything by one.
+    """
+    for name in _TIME_CLAIMS:
+        if name in claims and not _valid_exp(claims[name]):
+            return name
+    for name, value in claims.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(name)
+    return None
 
 
 class ClearanceJWTVerifier(JWTVerifier):
@@ -258,6 +279,12 @@ class ClearanceJWTVerifier(JWTVerifier):
         claims = access.claims
         if not _valid_exp(claims.get("exp")):
             log.info("jwt_refused", reason="no usable exp claim", client_id=access.client_id)
+            return None
+        unusable = _non_finite_claim(claims)
+        if unusable is not None:
+            # The claim's name only if it is one of the standard times: any other name is the issuer's text.
+            claim = unusable if unusable in _TIME_CLAIMS else "another"
+            log.info("jwt_refused", reason=f"{claim} claim is not a finite number", client_id=access.client_id)
             return None
         name = _caller_name(claims)
         if name is None:

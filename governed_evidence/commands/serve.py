@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--allowed-origin",
         action="append",
         metavar="ORIGIN",
-        help="HTTP: a browser Origin allowed besides the server's own, e.g. https://evidence.example.org (repeatable)",
+        help="HTTP: a browser Origin allowed to call the server (none by default), e.g. https://evidence.example.org "
+        "(repeatable)",
     )
     p.add_argument(
         "--allow-unauthenticated",

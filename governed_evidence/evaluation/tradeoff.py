@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RETRIEVAL_SLICES",
     "QuestionProbe",
+    "answer_position",
     "candidate_pages",
     "probe_questions",
     "recall_figures",

@@ -32,7 +32,9 @@ _CREDENTIAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # Every repetition is bounded or anchored: these run over untrusted text, and an
     # unbounded run before a literal that never comes rescans the text from every start
     # (a 100 KB file took 14 s on the connection-string shape alone).
-    ("private key block", re.compile(r"-----(?:BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")),
+    # Armour of three to five dashes: PEM writes five, but a key pasted with one dash lost
+    # or added is still a key (readers such as OpenSSL's are not the only consumers).
+    ("private key block", re.compile(r"-{3,5}(?:BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-{3,5}")),
     ("cloud access key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b")),
     ("cloud secret key", re.compile(r"(?i)aws_?secret_?access_?key\s*[:=]\s*\S{16,}")),
     (
@@ -64,8 +66,8 @@ _CREDENTIAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 #: Where a private key's armour opens and closes: everything between is key material.
-_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_KEY_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_BEGIN = re.compile(r"-{3,5}BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-{3,5}")
+_KEY_END = re.compile(r"-{3,5}END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-{3,5}")
 
 
 def sanitize(text: str) -> str:

@@ -18,12 +18,12 @@ Every variant becomes rows of ``column → value`` in one pass, streaming:
   writes its key and its attributes alike as XML attributes, so only the data structure's
   dimension ids tell them apart: without them its groups are counted, not read
   (:attr:`DataTable.unread_groups`);
-- SDMX-JSON 1.0 and 2.0 data (:mod:`~governed_evidence.sdmx.sdmxjson`), decoded whole
-  under its own byte cap.
+- SDMX-JSON 1.0 and 2.0 data (:mod:`~governed_evidence.sdmx.jsondata`), streamed like
+  the others, under its own byte cap.
 
-While streaming, each column is tracked for being constant across *all* rows, so callers
-can lift constants out of the table. Only the first ``keep`` rows are materialised, and
-more than ``max_rows`` observations is refused rather than truncated silently.
+Rows go to a :class:`~governed_evidence.sdmx.table.Collector`, which keeps the first
+``keep``, tracks constant columns across *all* rows and refuses more than ``max_rows``
+observations rather than truncate silently.
 
 Streaming holds memory to what is kept: XML observations are built one ``Obs`` at a time
 (:func:`governed_evidence.sdmx.xml.stream`), and CSV is decoded line by line with a bound
@@ -36,13 +36,21 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterator
 from xml.etree.ElementTree import Element
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
 from governed_evidence.sdmx.formats import Format
-from governed_evidence.sdmx.sdmxjson import read_json_data
+from governed_evidence.sdmx.jsondata import read_json_data
+from governed_evidence.sdmx.table import (
+    MAX_LABELS,
+    OBS_VALUE,
+    TIME_PERIOD,
+    Collector,
+    DataTable,
+    Value,
+    ordered_columns,
+)
 from governed_evidence.sdmx.xml import local, stream
 
 __all__ = [
@@ -59,8 +67,6 @@ __all__ = [
     "parse_data",
 ]
 
-TIME_PERIOD = "TIME_PERIOD"
-OBS_VALUE = "OBS_VALUE"
 #: Columns that name the message, not the observation; the dataset is in the response already.
 _META_COLUMNS = frozenset(
     {"DATAFLOW", "STRUCTURE", "STRUCTURE_ID", "STRUCTURE_NAME", "ACTION", "SERIES_KEY", "OBS_KEY"}
@@ -72,92 +78,12 @@ _CSV2_HEADER_RE = re.compile(r"STRUCTURE(?:\[[^\]]{0,3}\])?(?P<delimiter>[,;\t|]
 _MARKER_RE = re.compile(r"\[[^\]]{0,100}\]")
 #: A number written with a decimal comma (semicolon-delimited SDMX-CSV 2.0).
 _DECIMAL_COMMA_RE = re.compile(r"-?[0-9]{1,30},[0-9]{1,30}")
-#: Labels remembered per response (a label per code, not per row).
-MAX_LABELS = 20_000
 #: SDMX-CSV has a column per dimension and attribute (two with labels): tens, not thousands.
 MAX_COLUMNS = 1_000
 #: Characters in one CSV line (a quoted cell may span lines; each line is bounded).
 MAX_LINE_CHARS = 1024 * 1024
 #: Footer code the (legacy) Eurostat API uses for "too large, delivered later".
 _FOOTER_TOO_LARGE = "413"
-
-Value = str | float | None
-
-
-@dataclass
-class DataTable:
-    """A parsed data response."""
-
-    #: Column ids in first-seen order (dimensions first where the provider sends them so).
-    columns: list[str]
-    #: The first rows, as column → raw text.
-    rows: list[dict[str, str]]
-    total_rows: int
-    #: Columns with the same non-empty value on every row.
-    constant: dict[str, str]
-    #: Columns empty on every row.
-    empty: set[str]
-    #: Code labels the provider sent (column → code → label).
-    labels: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: Structure-specific groups left unread because no dimension ids were given.
-    unread_groups: int = 0
-
-    def value(self, column: str, raw: str) -> Value:
-        """Observation values as numbers (None when missing); everything else as text."""
-        if column != OBS_VALUE:
-            return raw
-        if raw in ("", "NaN", "nan"):
-            return None
-        try:
-            return float(raw)
-        except ValueError:
-            return raw
-
-
-class _Collector:
-    def __init__(self, keep: int, max_rows: int) -> None:
-        self.keep = keep
-        self.max_rows = max_rows
-        self.columns: dict[str, None] = {}
-        self.rows: list[dict[str, str]] = []
-        self.total = 0
-        self.first: dict[str, str] = {}
-        self.varies: set[str] = set()
-        self.labels: dict[str, dict[str, str]] = {}
-        self._label_count = 0
-        self.unread_groups = 0
-
-    def add(self, row: dict[str, str]) -> None:
-        self.total += 1
-        if self.total > self.max_rows:
-            raise ResponseTooLargeError(
-                f"the response holds more than {self.max_rows} observations; narrow the key or the period"
-            )
-        for col in row:
-            if col not in self.columns:
-                self.columns[col] = None
-                # Earlier rows lacked this column, i.e. were empty in it.
-                self.first[col] = "" if self.total > 1 else row[col]
-        for col in self.columns:
-            if col not in self.varies and row.get(col, "") != self.first[col]:
-                self.varies.add(col)
-        if len(self.rows) < self.keep:
-            self.rows.append(row)
-
-    def label(self, column: str, code: str, text: str) -> None:
-        if not text or not code or text == code or self._label_count >= MAX_LABELS:
-            return
-        per_column = self.labels.setdefault(column, {})
-        if code not in per_column:
-            per_column[code] = text
-            self._label_count += 1
-
-    def table(self) -> DataTable:
-        # The period and the value are the observation itself, never lifted out.
-        lifted = [c for c in self.columns if c not in self.varies and c not in (TIME_PERIOD, OBS_VALUE)]
-        constant = {c: self.first[c] for c in lifted if self.first[c] != ""}
-        empty = {c for c in lifted if self.first[c] == ""}
-        return DataTable(list(self.columns), self.rows, self.total, constant, empty, self.labels, self.unread_groups)
 
 
 def _lines(body: bytes) -> Iterator[str]:
@@ -180,7 +106,7 @@ def _delimiter(body: bytes) -> str:
     return match["delimiter"] if match else ","
 
 
-def _parse_csv(body: bytes, out: _Collector) -> None:
+def _parse_csv(body: bytes, out: Collector) -> None:
     delimiter = _delimiter(body)
     reader: Iterator[list[str]] = csv.reader(_lines(body), delimiter=delimiter)
     try:
@@ -367,7 +293,7 @@ def _watched(tag: str) -> bool:
     return local(tag) in _WATCHED
 
 
-def _parse_xml(body: bytes, fmt: Format, out: _Collector, dimensions: Collection[str] | None) -> None:
+def _parse_xml(body: bytes, fmt: Format, out: Collector, dimensions: Collection[str] | None) -> None:
     time_id = TIME_PERIOD
     #: The current series' key and attributes (None outside a series).
     base: dict[str, str] | None = None
@@ -415,7 +341,7 @@ def _parse_xml(body: bytes, fmt: Format, out: _Collector, dimensions: Collection
 
 
 def _add_group(
-    groups: _Groups, group: Element, fmt: Format, dimensions: Collection[str] | None, out: _Collector
+    groups: _Groups, group: Element, fmt: Format, dimensions: Collection[str] | None, out: Collector
 ) -> None:
     if fmt == "generic":
         groups.add(group)
@@ -442,21 +368,13 @@ def parse_data(
     ResponseTooLargeError
         For more than ``max_rows`` observations.
     """
-    out = _Collector(keep, max_rows)
+    out = Collector(keep, max_rows)
     if fmt == "csv":
         _parse_csv(body, out)
     elif fmt in ("generic", "structurespecific"):
         _parse_xml(body, fmt, out, dimensions)
     elif fmt == "json":
-        read_json_data(body, out.add, out.label)
+        read_json_data(body, out.add, out.label, max_rows=max_rows)
     else:
         raise UnusableResponseError(f"the provider answered in a format this server does not read ({fmt})")
     return out.table()
-
-
-def ordered_columns(columns: Iterable[str], dimensions: list[str] | None) -> list[str]:
-    """Key dimensions in key order, then the time period and value, then everything else."""
-    cols = list(columns)
-    lead = [d for d in dimensions or [] if d in cols]
-    lead += [c for c in (TIME_PERIOD, OBS_VALUE) if c in cols and c not in lead]
-    return lead + [c for c in cols if c not in lead]

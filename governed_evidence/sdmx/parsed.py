@@ -10,6 +10,8 @@ kept in memory are bounded by count and by the items they hold together.
 A body that is a ZIP or gzip file is opened first (:mod:`~governed_evidence.sdmx.envelope`),
 under the byte cap of its kind, and what is inside is read like any other body: SDMX-ML
 2.1 or 3.0, SDMX-JSON or SDMX-CSV, chosen by :func:`~governed_evidence.sdmx.formats.detect`.
+SDMX-JSON data is read in a forked child (:mod:`~governed_evidence.sdmx.isolated`), one at
+a time, so a hostile answer's processor time is never taken under the server's interpreter lock.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from governed_evidence.sdmx.catalogue import CatalogueIndex, parse_catalogue
 from governed_evidence.sdmx.data import DataTable, parse_data
 from governed_evidence.sdmx.envelope import unwrap
 from governed_evidence.sdmx.formats import Format, detect
+from governed_evidence.sdmx.isolated import run_isolated
 from governed_evidence.sdmx.providers import Provider
 from governed_evidence.sdmx.sdmxjson import parse_json_catalogue, parse_json_structure
 from governed_evidence.sdmx.structure import MAX_CODES, error_codes, parse_structure
@@ -39,6 +42,10 @@ _STRUCTURE_MEMO_ITEMS = MAX_CODES
 #: Byte caps for what an envelope may expand to, when the service does not pass its own
 #: (the defaults of GOVERNED_EVIDENCE_SDMX_MAX_BYTES_*).
 _DEFAULT_MAX_BYTES = {"catalogue": 64 * 1024 * 1024, "structure": 32 * 1024 * 1024, "data": 16 * 1024 * 1024}
+
+
+def _json_table(body: bytes, keep: int, max_rows: int) -> DataTable:
+    return parse_data("json", body, keep=keep, max_rows=max_rows)
 
 
 def _empty() -> DataTable:
@@ -134,6 +141,9 @@ class ParsedResponses:
             if "100" in error_codes(body):
                 return _empty(), None
             raise UnusableResponseError("the provider answered with an SDMX error message")
+        if fmt == "json":
+            # Event-by-event Python work: in a child, so it never holds the server's interpreter lock.
+            return run_isolated(_json_table, body, keep, self.max_rows_parsed), fmt
         return parse_data(fmt, body, keep=keep, max_rows=self.max_rows_parsed, dimensions=dimensions), fmt
 
     def _opened(self, entry: CacheEntry) -> tuple[str, bytes]:

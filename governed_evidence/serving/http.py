@@ -7,10 +7,13 @@ the process), so any replica behind a load balancer can answer any request.
   refused unless the operator says a private network is the boundary
   (``--allow-unauthenticated``): an unauthenticated server on a shared network would give
   everyone who can reach it the server's ceiling.
-* **DNS rebinding.** Host and Origin are checked strictly (fastmcp's guard): a request whose
-  Host is not a loopback name, the bound address or an ``--allowed-host`` gets 421; a
-  browser Origin that is not allowed gets 403. A web page cannot reach a loopback server
-  through a name it controls.
+* **DNS rebinding and browsers.** The Host is checked strictly (fastmcp's guard): a request
+  whose Host is not a loopback name, the bound address or an ``--allowed-host`` gets 421.
+  A request carrying an ``Origin`` (only browsers send one; MCP clients do not) gets 403
+  unless that origin is listed with ``--allowed-origin`` (none by default). fastmcp's own
+  rule would also let in every loopback origin (``http://127.0.0.1:<any port>``,
+  ``http://localhost``) when the Host is loopback, i.e. any web app running on the
+  caller's machine; :class:`ListedOrigins` does not.
 * **Health.** ``GET /health`` answers ``{"status": "ok"}`` without a credential and says
   nothing about the corpus (no counts, no model, no ceiling).
 """
@@ -20,8 +23,10 @@ from __future__ import annotations
 import ipaddress
 import signal
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlsplit
 
 from governed_evidence.errors import ConfigError
 from governed_evidence.logging import get_logger
@@ -31,8 +36,19 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["MCP_PATH", "AuthMode", "HttpOptions", "check_binding", "http_app", "is_loopback", "run_http"]
+__all__ = [
+    "MCP_PATH",
+    "AuthMode",
+    "HttpOptions",
+    "ListedOrigins",
+    "check_binding",
+    "http_app",
+    "is_loopback",
+    "normal_origin",
+    "run_http",
+]
 
 log = get_logger("serving")
 
@@ -71,6 +87,55 @@ def check_binding(options: HttpOptions) -> None:
         )
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normal_origin(origin: str) -> str:
+    """``HTTPS://Example.org:443/`` → ``https://example.org``: an origin as browsers compare them.
+
+    Anything that is not ``scheme://host[:port]`` comes back lower-cased as it is, so it
+    matches only the same text (``null`` included, which no listed origin should be).
+    """
+    text = origin.strip().rstrip("/").lower()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return text
+    if not parts.scheme or not parts.hostname or parts.path or parts.query or parts.fragment or parts.username:
+        return text
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if port is None or port == _DEFAULT_PORTS.get(parts.scheme):
+        return f"{parts.scheme}://{host}"
+    return f"{parts.scheme}://{host}:{port}"
+
+
+class ListedOrigins:
+    """403 for an HTTP request whose ``Origin`` is not one the operator listed (none by default).
+
+    Runs beside fastmcp's Host/Origin guard, which in its strict mode still accepts any
+    loopback origin when the Host is loopback and any same-origin request: a web page served
+    from another port of the caller's machine is a different origin, and nothing this server
+    serves is a page that would call it. A request without an ``Origin`` (every MCP client
+    that is not a browser) passes.
+    """
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str] = ()) -> None:
+        self.app = app
+        self.allowed = frozenset(normal_origin(o) for o in allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            from starlette.datastructures import Headers
+            from starlette.responses import PlainTextResponse
+
+            origins = Headers(scope=scope).getlist("origin")
+            if any(normal_origin(o) not in self.allowed for o in origins):
+                await PlainTextResponse("Forbidden Origin", status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def http_app(app: FastMCP, options: HttpOptions) -> Starlette:
     """The ASGI app: the MCP endpoint, ``/health`` and (with JWT) the resource metadata."""
     from starlette.responses import JSONResponse
@@ -79,15 +144,18 @@ def http_app(app: FastMCP, options: HttpOptions) -> Starlette:
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    from starlette.middleware import Middleware
+
     return app.http_app(
         path=MCP_PATH,
+        middleware=[Middleware(ListedOrigins, allowed=options.allowed_origins)],
         transport="http",
         stateless_http=True,
         json_response=True,
         host_origin_protection=True,  # strict: every request, whatever address is bound
         allowed_hosts=list(options.allowed_hosts),
-        # None keeps fastmcp's same-origin rule; a list adds origins behind TLS termination.
-        allowed_origins=list(options.allowed_origins) or None,
+        # The explicit list (empty by default); ListedOrigins refuses what fastmcp would let in besides it.
+        allowed_origins=list(options.allowed_origins),
     )
 
 

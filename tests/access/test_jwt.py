@@ -210,6 +210,12 @@ def test_a_token_naming_nobody_is_refused(verifier: ClearanceJWTVerifier, key: R
         pytest.param({"exp": "9999999999"}, id="exp-a-string"),
         pytest.param({"exp": True}, id="exp-a-bool"),
         pytest.param({"exp": float("inf")}, id="exp-infinite"),
+        pytest.param({"exp": float("nan")}, id="exp-nan"),
+        pytest.param({"nbf": float("nan")}, id="nbf-nan"),
+        pytest.param({"nbf": float("-inf")}, id="nbf-minus-infinity"),
+        pytest.param({"nbf": "0"}, id="nbf-a-string"),
+        pytest.param({"iat": float("nan")}, id="iat-nan"),
+        pytest.param({"auth_time": float("nan")}, id="another-claim-nan"),
     ],
 )
 def test_claims_that_fail_are_refused(verifier: ClearanceJWTVerifier, key: RSAKey, overrides: dict[str, Any]) -> None:

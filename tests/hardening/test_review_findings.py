@@ -717,12 +717,17 @@ def _key_fragments() -> list[str]:
     return out
 
 
-def test_a_private_key_split_across_paragraphs_is_not_indexed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dashes", [5, 4, 3])
+def test_a_private_key_split_across_paragraphs_is_not_indexed(tmp_path: Path, dashes: int) -> None:
     for line in KEY_BODY:
         assert len(line) == 64 and any(c.isupper() for c in line) and any(c.islower() for c in line)
         assert any(c.isdigit() for c in line)
     corpus = tmp_path / "corpus"
-    key = "-----BEGIN RSA PRIVATE KEY-----\n\n" + "\n".join(KEY_BODY) + "\n\n-----END RSA PRIVATE KEY-----"
+    # Armour of three to five dashes: a key pasted with a dash lost or added is still a key.
+    armour = "-" * dashes
+    key = (
+        f"{armour}BEGIN RSA PRIVATE KEY{armour}\n\n" + "\n".join(KEY_BODY) + f"\n\n{armour}END RSA PRIVATE KEY{armour}"
+    )
     write(
         corpus,
         "public/deploy.md",

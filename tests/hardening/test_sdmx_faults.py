@@ -271,7 +271,8 @@ FAULTS: dict[str, tuple[str, Behaviour, type[Exception], str]] = {
     "CSV content type, XML body": ("data", respond(200, CSV_CT, _G20_STRUCTURE), UnusableResponseError, ""),
     "XML content type, CSV body": ("structure", respond(200, STRUCTURE_CT, _G20_DATA), UnusableResponseError, ""),
     "octet-stream data": ("data", respond(200, "application/octet-stream", b"\x00\x01\x02"), UnusableResponseError, ""),
-    "no content type": ("structure", respond(200, "", _G20_STRUCTURE), UnusableResponseError, ""),
+    # Without a content type the body decides (a structure would be read); this one is nothing.
+    "no content type": ("structure", respond(200, "", b"\x00\x01 not an SDMX message"), UnusableResponseError, ""),
     "plain-text 404 for a structure": (
         "structure",
         respond(404, "text/plain", b"Not Found"),

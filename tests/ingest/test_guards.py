@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from governed_evidence.errors import FileRejectedError
-from governed_evidence.ingest.guards import check_source_file, decode_text, find_credentials, sanitize
+from governed_evidence.ingest.guards import (
+    check_source_file,
+    decode_text,
+    find_credentials,
+    key_block_spans,
+    sanitize,
+)
 
 # Built from parts so that this file itself does not look like it holds secrets.
 PRIVATE_KEY = "-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEAexample\n-----END RSA " + "PRIVATE KEY-----"
@@ -22,6 +28,9 @@ GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     [
         (f"Deploy key:\n{PRIVATE_KEY}\n", "private key block"),
         ("-----BEGIN OPENSSH " + "PRIVATE KEY-----", "private key block"),
+        # Four or three dashes: the armour a key keeps when pasted by hand.
+        ("----BEGIN RSA " + "PRIVATE KEY----\nMIIEowIBAAKCAQEA\n----END RSA " + "PRIVATE KEY----", "private key block"),
+        ("---BEGIN EC " + "PRIVATE KEY---", "private key block"),
         (f"Use access key {AWS_KEY} for the backup job.", "cloud access key"),
         ('The service account is configured as password = "hunter2-EXAMPLE" in the vault.', "password assignment"),
         ("api_key: 'abcd1234efgh'", "password assignment"),
@@ -52,6 +61,19 @@ GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 )
 def test_credential_shapes_are_detected(text: str, kind: str) -> None:
     assert kind in find_credentials(text)
+
+
+@pytest.mark.parametrize("dashes", [3, 4, 5])
+def test_a_key_armoured_with_three_to_five_dashes_is_refused_whole(dashes: int) -> None:
+    armour = "-" * dashes
+    blocks = [
+        "Intro paragraph.",
+        f"{armour}BEGIN RSA " + f"PRIVATE KEY{armour}",
+        "MIIEowIBAAKCAQEAexampleexampleexample",
+        f"{armour}END RSA " + f"PRIVATE KEY{armour}",
+        "Closing paragraph.",
+    ]
+    assert key_block_spans(blocks) == [(1, 3)]
 
 
 @pytest.mark.parametrize(

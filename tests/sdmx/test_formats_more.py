@@ -76,7 +76,12 @@ def test_json_is_detected_by_content_type() -> None:
     [
         (b"[1, 2]", "not an SDMX-JSON message"),
         (b"{not json", "not valid JSON"),
-        (b"[" * 100_000 + b"]" * 100_000, "nests deeper|not valid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "not an SDMX-JSON message"),
+        (b'{"structure": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests deeper"),
+        (b'{"dataSets": [], "structure": {}} trailing', "not valid JSON"),
+        (b'{"dataSets": [{"observations": {"0": [1]}}], "structure": {', "not valid JSON"),
+        # Members no SDMX-JSON data message defines (the hostile answer of the review).
+        (b'{"data": {"dataSets": [{"series": {}}]}, "x": [{}, {}, {}]}', "does not define"),
         (b'{"errors": [{"code": 500}]}', "SDMX-JSON error message"),
         (b'{"dataSets": [{"series": {"0:x": {}}}], "structure": {}}', "malformed series"),
     ],
@@ -335,3 +340,36 @@ def _understate(archive: bytes) -> bytes:
     central = data.find(b"PK\x01\x02")
     data[central + 24 : central + 28] = (10).to_bytes(4, "little")
     return bytes(data)
+
+
+def _long_listing(entries: int, *, stated: int | None = None) -> bytes:
+    """A ZIP of one small file whose central directory lists it ``entries`` times.
+
+    ``stated`` is the count the end record gives (by default the true one): zipfile reads
+    the directory until its stated size is consumed, whatever the count says.
+    """
+    one = _zip(("data.xml", b"<a/>"))
+    central = one.find(b"PK\x01\x02")
+    end = one.find(b"PK\x05\x06")
+    record = one[central:end]
+    directory = record * entries
+    count = min(stated if stated is not None else entries, 0xFFFF).to_bytes(2, "little")
+    tail = b"PK\x05\x06" + b"\0" * 4 + count + count + len(directory).to_bytes(4, "little")
+    return one[:central] + directory + tail + central.to_bytes(4, "little") + b"\0\0"
+
+
+@pytest.mark.parametrize("stated", [None, 1], ids=["count-stated", "count-understated"])
+def test_a_long_archive_listing_is_refused_before_it_is_read(stated: int | None) -> None:
+    import tracemalloc
+
+    body = _long_listing(100_000, stated=stated)
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnusableResponseError, match=r"more entries|larger directory"):
+            unwrap("application/zip", body, max_bytes=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Reading the listing would build 100,000 ZipInfo objects (tens of MB); its end record
+    # alone says it is not one SDMX delivery.
+    assert peak < 1024 * 1024

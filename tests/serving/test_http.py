@@ -152,6 +152,22 @@ def test_a_foreign_host_or_origin_is_refused(team: Team) -> None:
     assert get(f"{team.running.base}/health", Host="evil.example").status_code == 421
     assert get(f"{team.running.base}/health", Host="localhost").status_code == 200
     assert get(f"{team.running.base}/health", Origin="https://evil.example").status_code == 403
+    # No origin is listed by default: not even a page on this machine (fastmcp's own rule lets
+    # every loopback origin in when the Host is loopback), nor the server's own origin.
+    for origin in ("http://127.0.0.1:5173", "http://localhost", "https://127.0.0.1:8000", team.running.base, "null"):
+        assert get(f"{team.running.base}/health", Origin=origin).status_code == 403, origin
+        assert _post_origin(team, origin).status_code == 403, origin
+    # An MCP client that is not a browser sends no Origin.
+    assert _post_origin(team, None).status_code == 200
+
+
+def _post_origin(team: Team, origin: str | None) -> httpx.Response:
+    token = team.issued[Classification.INTERNAL]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    if origin is not None:
+        headers["Origin"] = origin
+    return httpx.post(team.running.mcp_url, json=body, headers=headers, timeout=10)
 
 
 def test_an_allowed_host_and_origin_are_accepted(built_index: Path) -> None:
@@ -162,6 +178,11 @@ def test_an_allowed_host_and_origin_are_accepted(built_index: Path) -> None:
         assert get(f"{running.base}/health", Host="evidence.internal").status_code == 200
         assert get(f"{running.base}/health", Host="other.internal").status_code == 421
         assert get(f"{running.base}/health", Origin="https://evidence.internal").status_code == 200
+        # Compared as browsers compare origins: case and the default port do not matter.
+        assert get(f"{running.base}/health", Origin="HTTPS://Evidence.Internal:443").status_code == 200
+        assert get(f"{running.base}/health", Origin="https://evidence.internal:8443").status_code == 403
+        assert get(f"{running.base}/health", Origin="http://evidence.internal").status_code == 403
+        assert get(f"{running.base}/health", Origin="http://127.0.0.1:5173").status_code == 403
         assert get(f"{running.base}/health", Origin="https://other.internal").status_code == 403
     levels.close()
 

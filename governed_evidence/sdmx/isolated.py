@@ -1,0 +1,172 @@
+"""SDMX-JSON data parsed in a forked child process, one at a time, so other callers keep their turn.
+
+Reading an SDMX-JSON message is Python work event by event (:mod:`~governed_evidence.sdmx.jsondata`):
+a hostile answer can make it seconds of processor time, and in the server's process those
+seconds would be taken under the interpreter lock every other caller's search needs. In a
+child they are not: the server's threads wait on a pipe, which holds no lock, and searches
+run at full speed on the other processor.
+
+* **Fork, not a fresh interpreter.** The child starts with the parser imported and the body
+  already in memory (shared with the server until written to), so it costs milliseconds.
+  It runs only the parse, never logs, and leaves with ``os._exit``: nothing of the server's
+  (its connections, its threads' state) is touched or unwound there.
+* **Bounded.** One child at a time per process (:data:`SLOTS`), so four hostile answers
+  use one processor, not every one; the child's address space may grow by
+  :data:`MAX_CHILD_BYTES` over what it inherited and it may use :data:`MAX_CHILD_SECONDS`
+  of processor time (kernel limits; past them the answer is refused as too large), and it
+  has a wall-clock backstop of one and a half times that.
+* **The answer** is the parsed table (the first rows the caller asked for, constants, labels)
+  or the error the parse raised, pickled back through the pipe.
+
+Where fork or the resource module does not exist, the parse runs in the calling thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import pickle
+import selectors
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+from governed_evidence.errors import ResponseTooLargeError, StatisticsError, UnusableResponseError
+
+__all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "run_isolated"]
+
+#: Address space a parse may add to what the child inherited (the streamed reader needs a
+#: few MiB; the kernel's limit stops anything that would not).
+MAX_CHILD_BYTES = 512 * 1024 * 1024
+#: Processor seconds one parse may use (a pass is bounded by its count of events: 16 MiB of a
+#: hostile message is a few seconds on a loaded 2-core host).
+MAX_CHILD_SECONDS = 30
+#: Parses running at once in one server process; the others wait their turn.
+SLOTS = threading.BoundedSemaphore(1)
+
+_T = TypeVar("_T")
+
+
+def _too_large() -> ResponseTooLargeError:
+    return ResponseTooLargeError(
+        "the provider's answer needs more memory or processor time to read than this server gives one answer; "
+        "narrow the key or the period"
+    )
+
+
+def _vm_size() -> int | None:
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read(64).split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
+    """The child's whole life: parse, write the outcome, leave without unwinding anything."""
+    try:
+        import resource
+
+        def limit(kind: int, value: int) -> None:
+            with contextlib.suppress(OSError, ValueError):
+                _, hard = resource.getrlimit(kind)
+                resource.setrlimit(kind, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server answers Ctrl-C, not its parsers
+        limit(resource.RLIMIT_CORE, 0)
+        limit(resource.RLIMIT_CPU, MAX_CHILD_SECONDS)
+        size = _vm_size()
+        if size is not None:
+            limit(resource.RLIMIT_AS, size + MAX_CHILD_BYTES)
+        # The inherited objects are never garbage here; collections would touch (and copy) them.
+        gc.freeze()
+        try:
+            outcome: tuple[str, Any] = ("ok", fn(*args))
+        except MemoryError:
+            outcome = ("raise", _too_large())
+        except StatisticsError as exc:
+            outcome = ("raise", exc)
+        except Exception as exc:  # noqa: BLE001 - described, not carried: it may not pickle
+            outcome = (
+                "raise",
+                UnusableResponseError(f"the provider's answer could not be read ({type(exc).__name__})"),
+            )
+        data = pickle.dumps(outcome)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view) :]
+    finally:
+        os._exit(0)
+
+
+def _can_fork() -> bool:
+    try:
+        import resource  # noqa: F401
+    except ImportError:
+        return False
+    return hasattr(os, "fork")
+
+
+def run_isolated(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` in a forked child (one at a time); what it returned, or what it raised.
+
+    Raises
+    ------
+    StatisticsError
+        What ``fn`` raised; ResponseTooLargeError when the child ran out of its memory or
+        processor time, or died.
+    """
+    if not _can_fork():
+        return fn(*args)
+    with SLOTS:
+        return _fork(fn, args)
+
+
+def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+    with contextlib.suppress(Exception):
+        # Buffered output would otherwise be written once by each process.
+        sys.stdout.flush()
+        sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        os.close(read_fd)
+        _child(write_fd, fn, args)
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    try:
+        deadline = time.monotonic() + MAX_CHILD_SECONDS * 3 / 2
+        with selectors.DefaultSelector() as selector:
+            selector.register(read_fd, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0:
+                if not selector.select(left):
+                    continue
+                chunk = os.read(read_fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+    if not chunks:
+        # Killed by the kernel's processor limit, the wall-clock backstop, or out of memory.
+        raise _too_large()
+    try:
+        kind, value = pickle.loads(b"".join(chunks))  # noqa: S301 - written by this process's own child
+    except (pickle.UnpicklingError, EOFError, ValueError):
+        raise _too_large() from None  # cut off while writing
+    if kind == "ok":
+        return value  # type: ignore[no-any-return]
+    raise value
