@@ -11,6 +11,8 @@ the process), so any replica behind a load balancer can answer any request.
   Host is not a loopback name, the bound address or an ``--allowed-host`` gets 421; a
   browser Origin that is not allowed gets 403. A web page cannot reach a loopback server
   through a name it controls.
+* **Credentials.** A request without a usable bearer token gets 401 with its challenge and
+  a JSON body saying how to get one for the configured mode (``unauthorized``).
 * **Health.** ``GET /health`` answers ``{"status": "ok"}`` without a credential and says
   nothing about the corpus (no counts, no model, no ceiling).
 """
@@ -79,7 +81,7 @@ def http_app(app: FastMCP, options: HttpOptions) -> Starlette:
     async def health(_request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    return app.http_app(
+    served = app.http_app(
         path=MCP_PATH,
         transport="http",
         stateless_http=True,
@@ -89,6 +91,11 @@ def http_app(app: FastMCP, options: HttpOptions) -> Starlette:
         # None keeps fastmcp's same-origin rule; a list adds origins behind TLS termination.
         allowed_origins=list(options.allowed_origins) or None,
     )
+    if options.auth != "none" or app.auth is not None:
+        from governed_evidence.serving.unauthorized import UnauthorizedBody
+
+        served.add_middleware(UnauthorizedBody, mode=options.auth)
+    return served
 
 
 def _exit_normally(_signum: int, _frame: object) -> None:
