@@ -31,9 +31,10 @@ SAMPLE_CORPUS = ROOT / "data" / "sample_corpus"
 VOLATILE = ("built_at", "statistics_cache")
 _MARK = re.compile(r"<!-- example: ([a-z-]+) -->\n\n?```json\n(.*?)\n```", re.S)
 
-SEARCH_HIT = {"query": "How many days a week can I work from home?", "limit": 2}
-SEARCH_NONE = {"query": "Can I bring my dog to the office?"}
-READ = {"citation_id": "internal/hr/remote-work-policy-2024.md#3-how-many-days:L19-23", "context": 1}
+#: Each example's arguments, as docs/tools.md gives them.
+HIT_QUERY, HIT_LIMIT = "How many days a week can I work from home?", 2
+NONE_QUERY = "Can I bring my dog to the office?"
+READ_CITATION, READ_CONTEXT = "internal/hr/remote-work-policy-2024.md#3-how-many-days:L19-23", 1
 #: The listing shows its first documents only; the rest have the same shape.
 LISTED = 3
 
@@ -52,11 +53,9 @@ def document_examples(db: Path, embedder_factory: Callable[[], Any] | None = Non
         sources["documents"] = sources["documents"][:LISTED]
         status = composition.server_status(service, None).model_dump(mode="json")
         return {
-            "search-hit": service.search(SEARCH_HIT["query"], limit=int(SEARCH_HIT["limit"])).model_dump(mode="json"),
-            "search-none": service.search(SEARCH_NONE["query"]).model_dump(mode="json"),
-            "read-passage": service.read_passage(str(READ["citation_id"]), int(READ["context"])).model_dump(
-                mode="json"
-            ),
+            "search-hit": service.search(HIT_QUERY, limit=HIT_LIMIT).model_dump(mode="json"),
+            "search-none": service.search(NONE_QUERY).model_dump(mode="json"),
+            "read-passage": service.read_passage(READ_CITATION, READ_CONTEXT).model_dump(mode="json"),
             "list-sources": sources,
             "index-status": status,
         }
