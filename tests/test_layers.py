@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "serving": {"access", "mcp"},
     "evaluation": {"ingest", "search", "store", "embeddings", "mcp"},
     "composition": {"embeddings", "ingest", "mcp", "sdmx", "search", "store"},
-    "commands": {"access", "composition", "embeddings", "ingest", "mcp", "search", "serving", "telemetry"},
+    "commands": {"access", "composition", "embeddings", "ingest", "mcp", "search", "serving", "store", "telemetry"},
     "cli": {
         "access",
         "commands",
