@@ -24,7 +24,7 @@ def test_the_python_client_in_the_docs_asks_and_reads(sample_index: Path, tmp_pa
     env = {
         **os.environ,
         "GOVERNED_EVIDENCE_DB": str(sample_index),
-        "GOVERNED_EVIDENCE_COMMAND": str(Path(sys.executable).parent / "governed-evidence"),
+        "EVIDENCE_SERVER_COMMAND": str(Path(sys.executable).parent / "governed-evidence"),
     }
     done = subprocess.run(
         [sys.executable, str(script), "How many days a week can I work from home?"],
