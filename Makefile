@@ -3,7 +3,7 @@
 #
 #   make demo        build the sample index with the real model and run example searches
 #   make test        run the test suite
-#   make test-fast   the suite without the real model and the slow suites (~2 minutes)
+#   make test-fast   the suite without the real model and the slow suites (~3 minutes)
 #   make format      reformat and apply ruff's safe fixes (what `make lint` checks)
 #   make ci          the release gate (what .ci/run runs), failing on the first red step
 #   make lock        regenerate the hashed locks after changing dependencies in pyproject.toml
@@ -109,7 +109,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The contributor's loop (about 2 minutes on 2 cores): the suite without the real model and
+# The contributor's loop (about 3 minutes on 2 cores): the suite without the real model and
 # without the slow suites (`pytest --fast`, tests/conftest.py says what it leaves out).
 # `make test` is the full suite, and what CI runs.
 test-fast: $(STAMP)

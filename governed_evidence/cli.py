@@ -1,4 +1,4 @@
-"""Command line: ingest | search | read | sources | status | serve | stats | eval | token.
+"""Command line: ingest | search | read | sources | status | serve | doctor | stats | eval | token.
 
 This module wires the commands into one parser and runs the one asked for: logging, exit
 codes, Ctrl-C. Each command lives in its own module (governed_evidence/commands/, and
@@ -17,7 +17,7 @@ from pathlib import Path
 
 # _threads first: it settles BLAS threads before anything below loads numpy (see its docstring).
 from governed_evidence import _threads, __version__  # noqa: F401  # isort: skip
-from governed_evidence.commands import documents, ingest, search, serve, status
+from governed_evidence.commands import doctor, documents, ingest, search, serve, status
 from governed_evidence.commands.common import index_path, load_settings
 from governed_evidence.config import Settings
 from governed_evidence.errors import GovernedEvidenceError, InvalidRequestError
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stats_parser(sub)
     serve.register(sub)
+    doctor.register(sub)
 
     from governed_evidence.access.token_command import register as register_token_command
 

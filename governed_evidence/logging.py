@@ -57,6 +57,9 @@ def configure_logging(level: str = "INFO") -> None:
         cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(sys.stderr)
+    # The level holds for libraries that set their own logger's level too (fastmcp sets INFO):
+    # a record propagated to the root's handler is not checked against the root's level.
+    handler.setLevel(numeric)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[structlog.stdlib.add_logger_name, *_SHARED],

@@ -208,3 +208,14 @@ def test_a_label_report_cell_never_starts_a_spreadsheet_formula(tmp_path: Path) 
     with sheet.open(encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert rows[0]["document"] == '\'=HYPERLINK("x").md'
+
+
+def test_status_names_the_corpus_folder_for_the_operator_only(
+    built_index: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, "status", "--db", str(built_index))
+    assert code == 0
+    assert f"corpus folder: {corpus.resolve()}\n" in out
+    code, out, _ = _run(capsys, "status", "--db", str(built_index), "--json")
+    assert code == 0
+    assert str(corpus.resolve()) not in out  # index_status (what a client gets) never carries it

@@ -1,5 +1,5 @@
 """The command line's own commands, one module each: ingest, search, read and sources
-(``documents``), status, serve.
+(``documents``), status, serve, doctor.
 
 Each module adds its parser with ``register`` and runs with the function that parser names;
 ``cli.py`` wires them (and the commands that live with their part: ``eval``, ``stats``,

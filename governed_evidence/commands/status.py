@@ -36,6 +36,7 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def print_status(status: ServerStatus, db: Path) -> None:
     print(f"index file: {db.absolute()}")
+    _print_corpus(db)
     print(f"index ok: {status.ok}" + (f" ({status.problem})" if status.problem else ""))
     # An index that cannot be opened has no schema, build time or model to show.
     if status.schema_version is not None:
@@ -56,3 +57,15 @@ def print_status(status: ServerStatus, db: Path) -> None:
     if cache is not None:
         where = cache.location + (f" ({cache.reason})" if cache.reason else "")
         print(f"statistics cache: {where}")
+
+
+def _print_corpus(db: Path) -> None:
+    """The corpus folder the index was built from: the operator's to see, never a client's
+    (``index_status`` does not carry it)."""
+    from governed_evidence.store.previous import built_from
+
+    source = built_from(db)
+    if source is None:
+        return
+    gone = "" if Path(source.corpus_path).is_dir() else " (no longer exists)"
+    print(f"corpus folder: {source.corpus_path}{gone}")

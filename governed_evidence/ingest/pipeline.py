@@ -29,6 +29,7 @@ embedder: what a reviewer checks before the first real build.
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +78,13 @@ def _unchanged_report(considered: list[Source], kept: KeptIndex) -> IngestReport
         outcome = indexed_outcome(superseded, stored_status(status))
         per_level = by_classification.setdefault(Classification(level).label, {})
         per_level[outcome] = per_level.get(outcome, 0) + n
+    decided_by: dict[str, dict[str, int]] = {}
+    if kept.meta.build_counts:
+        # What the build reported (those above the ceiling, refused files and the deciding
+        # rules included): the index alone knows only what it holds.
+        counts = json.loads(kept.meta.build_counts)
+        by_classification = counts.get("by_classification", by_classification)
+        decided_by = counts.get("decided_by", {})
     return IngestReport(
         files_seen=supported,
         unsupported_files=len(considered) - supported,
@@ -87,6 +95,7 @@ def _unchanged_report(considered: list[Source], kept: KeptIndex) -> IngestReport
         unchanged=True,
         built_at=kept.meta.built_at,
         by_classification=by_classification,
+        decided_by=decided_by,
         stale_documents=kept.stale_documents,
     )
 
@@ -305,6 +314,9 @@ def ingest_corpus(
                 excluded_above_ceiling=report.excluded_above_ceiling,
                 corpus_fingerprint=digest.corpus if deterministic else None,
                 settings_digest=digest.settings,
+                build_counts=json.dumps(
+                    {"by_classification": report.by_classification, "decided_by": report.decided_by}, sort_keys=True
+                ),
             )
         )
     report.seconds["write"] = time.perf_counter() - t0

@@ -121,11 +121,16 @@ def log_level_of(exc: BaseException) -> int:
 def to_tool_error(exc: BaseException) -> ToolError:
     """The tool error the client sees: a caller-facing error's code, message and hint; anything else masked.
 
-    fastmcp logs the tool error it is handed at the error's ``log_level``.
+    fastmcp logs the tool error it is handed at the error's ``log_level`` ("Error calling
+    tool ..."). A caller's mistake (a citation id that is not there, an argument out of
+    range) is an expected answer, already logged as a ``tool_call`` line at INFO: fastmcp's
+    line for it is debug detail, not an error.
     """
     report = report_of(exc)
+    level = log_level_of(exc)
     return ToolError(
-        error_text(report.code, report.message, report.hint, report.retry_after_s), log_level=log_level_of(exc)
+        error_text(report.code, report.message, report.hint, report.retry_after_s),
+        log_level=logging.DEBUG if level == logging.INFO else level,
     )
 
 

@@ -14,6 +14,8 @@ the process), so any replica behind a load balancer can answer any request.
   rule would also let in every loopback origin (``http://127.0.0.1:<any port>``,
   ``http://localhost``) when the Host is loopback, i.e. any web app running on the
   caller's machine; :class:`ListedOrigins` does not.
+* **Credentials.** A request without a usable bearer token gets 401 with its challenge and
+  a JSON body saying how to get one for the configured mode (``unauthorized``).
 * **Health.** ``GET /health`` answers ``{"status": "ok"}`` without a credential and says
   nothing about the corpus (no counts, no model, no ceiling).
 """
@@ -146,7 +148,7 @@ def http_app(app: FastMCP, options: HttpOptions) -> Starlette:
 
     from starlette.middleware import Middleware
 
-    return app.http_app(
+    served = app.http_app(
         path=MCP_PATH,
         middleware=[Middleware(ListedOrigins, allowed=options.allowed_origins)],
         transport="http",
@@ -157,6 +159,11 @@ def http_app(app: FastMCP, options: HttpOptions) -> Starlette:
         # The explicit list (empty by default); ListedOrigins refuses what fastmcp would let in besides it.
         allowed_origins=list(options.allowed_origins),
     )
+    if options.auth != "none" or app.auth is not None:
+        from governed_evidence.serving.unauthorized import UnauthorizedBody
+
+        served.add_middleware(UnauthorizedBody, mode=options.auth)
+    return served
 
 
 def _exit_normally(_signum: int, _frame: object) -> None:

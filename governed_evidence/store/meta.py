@@ -43,6 +43,10 @@ class IndexMeta:
     #: a later build copies this index's documents only when its own is equal. None in
     #: indexes written before incremental builds, or not by an ingest.
     settings_digest: str | None = None
+    #: The build's report counts (documents per level and outcome, per deciding rule), as JSON
+    #: the ingest writes and reads: an unchanged corpus reports what its build reported.
+    #: Counts only, never a name. None in indexes written before it was recorded.
+    build_counts: str | None = None
     schema_version: int = SCHEMA_VERSION
     #: Rows of each level's full-text index, by level label (the bm25 and gate statistics).
     fts_rows: Mapping[str, int] = field(default_factory=dict)
@@ -75,6 +79,8 @@ class IndexMeta:
             out["corpus_path"] = self.corpus_path
         if self.settings_digest is not None:
             out["settings_digest"] = self.settings_digest
+        if self.build_counts is not None:
+            out["build_counts"] = self.build_counts
         out.update({f"{_FTS_ROWS}{label}": str(n) for label, n in self.fts_rows.items()})
         return out
 
@@ -103,6 +109,7 @@ class IndexMeta:
                 excluded_above_ceiling=int(rows.get("excluded_above_ceiling", "0")),
                 corpus_fingerprint=rows.get("corpus_fingerprint"),
                 settings_digest=rows.get("settings_digest"),
+                build_counts=rows.get("build_counts"),
                 schema_version=SCHEMA_VERSION,
                 fts_rows={k[len(_FTS_ROWS) :]: int(v) for k, v in rows.items() if k.startswith(_FTS_ROWS)},
             )

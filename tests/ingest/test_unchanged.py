@@ -364,3 +364,31 @@ def test_command_says_unchanged_and_force_rebuilds(
     assert state(db).inode != before.inode
     code, out = run_ingest_command(monkeypatch, capsys, *common, "--force")
     assert code == 0 and out.startswith("Indexed 7 documents")
+
+
+def test_an_unchanged_corpus_reports_the_counts_its_build_reported(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Per level and outcome, above the ceiling included, and the rules that decided them."""
+    db = tmp_path / "index.sqlite"
+    common = ("--corpus", str(corpus), "--db", str(db), "--ceiling", "internal")
+    code, out = run_ingest_command(monkeypatch, capsys, *common, "--json")
+    built = json.loads(out)
+    assert code == 0 and built["unchanged"] is False
+    assert any("above_ceiling" in counts for counts in built["by_classification"].values())
+    code, out = run_ingest_command(monkeypatch, capsys, *common, "--json")
+    kept = json.loads(out)
+    assert code == 0 and kept["unchanged"] is True
+    assert kept["by_classification"] == built["by_classification"]
+    assert kept["decided_by"] == built["decided_by"]
+
+    def levels(text: str) -> list[str]:
+        lines = text.splitlines()
+        start = lines.index("  documents by classification:")
+        return lines[start : start + 5]
+
+    code, out = run_ingest_command(monkeypatch, capsys, *common, "--force")
+    rebuilt = levels(out)
+    code, out = run_ingest_command(monkeypatch, capsys, *common)
+    assert out.startswith("Index unchanged since ")
+    assert levels(out) == rebuilt

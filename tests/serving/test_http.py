@@ -59,7 +59,7 @@ def team(built_index: Path, issued: tuple[Path, dict[Classification, str]], tmp_
     levels = _levels(built_index)
     calls = Calls(levels, anonymous=None, audit=audit, transport="http")
     app = build_app(calls, auth=tokens.TokensFileVerifier(path))
-    with serving(app) as running:
+    with serving(app, HttpOptions(auth="tokens")) as running:
         yield Team(running, issued[1], path, audit_file, levels)
     audit.close()
     levels.close()
@@ -140,6 +140,33 @@ def test_missing_wrong_and_revoked_tokens_get_401_with_a_challenge(team: Team) -
     # The very next request, no restart.
     assert post(internal).status_code == 401
     assert post(team.issued[Classification.PUBLIC]).status_code == 200
+
+
+def test_a_401_says_in_json_how_to_get_a_token_and_nothing_of_the_index(team: Team) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    internal = team.issued[Classification.INTERNAL]
+    answers = {}
+    for name, extra in (
+        ("missing", {}),
+        ("wrong", {"Authorization": "Bearer ge_not-a-token"}),
+        ("other scheme", {"Authorization": "Basic dXNlcjpwYXNz"}),
+        ("near miss", {"Authorization": f"Bearer {internal[:-1]}{'A' if internal[-1] != 'A' else 'B'}"}),
+    ):
+        answer = httpx.post(team.running.mcp_url, json=body, headers={**headers, **extra}, timeout=10)
+        assert answer.status_code == 401, name
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.headers["www-authenticate"].lower().startswith("bearer")
+        answers[name] = answer.json()
+    for name, said in answers.items():
+        assert set(said) == {"error", "error_description", "hint"}, name
+        assert "governed-evidence token create" in said["hint"]
+        text = json.dumps(said).lower()
+        for word in ("restricted", "internal", "public", "passage", "document", "minilm", "index"):
+            assert word not in text, (name, word)
+    assert answers["missing"]["error"] == answers["other scheme"]["error"] == "unauthorized"
+    assert answers["wrong"] == answers["near miss"]
+    assert answers["wrong"]["error"] == "invalid_token"
 
 
 def test_health_answers_without_a_credential_and_says_nothing_of_the_corpus(team: Team) -> None:
