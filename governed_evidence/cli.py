@@ -345,6 +345,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
         configure_tracing()
         audit = composition.audit_sink(settings)
+        receipts = composition.receipt_issuer(settings)
         db = _db(args, settings)
         ceiling = parse_level(args.ceiling) if args.ceiling else settings.ceiling_level
         # The statistics service (httpx, parsers, the cache connection) is made on the first
@@ -353,7 +354,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         route_library_loggers("fastmcp", "mcp", "httpx", "uvicorn", "uvicorn.error")
         if not http:
             levels = _stdio_levels(args, settings, model)
-            calls = Calls(levels, anonymous=stdio_caller(ceiling), audit=audit)
+            calls = Calls(levels, anonymous=stdio_caller(ceiling), audit=audit, receipts=receipts)
             app = build_app(calls, statistics)
             freeze_startup_heap()
             app.run(transport="stdio", show_banner=False)
@@ -371,7 +372,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         else:
             levels.warm_all()
         _warn_if_index_writable(db)
-        calls = Calls(levels, anonymous=anonymous, audit=audit, transport="http")
+        calls = Calls(levels, anonymous=anonymous, audit=audit, transport="http", receipts=receipts)
         app = build_app(calls, statistics, auth=auth)
         freeze_startup_heap()
         run_http(app, options)
@@ -557,6 +558,10 @@ def build_parser() -> argparse.ArgumentParser:
     from governed_evidence.access.token_command import register as register_token_command
 
     register_token_command(sub)
+
+    from governed_evidence.receipts.command import register as register_verify_command
+
+    register_verify_command(sub)
     _add_verbose(parser)
     return parser
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from governed_evidence.ingest.report import ProgressFn
     from governed_evidence.mcp.audit import AuditSink
     from governed_evidence.mcp.status import ServerStatus
+    from governed_evidence.receipts.issue import ReceiptIssuer
     from governed_evidence.sdmx.deferred import DeferredSdmxService
     from governed_evidence.sdmx.service import SdmxService
     from governed_evidence.search.levels import LevelServices
@@ -34,6 +35,7 @@ __all__ = [
     "dry_run",
     "ingest",
     "level_services",
+    "receipt_issuer",
     "search_service",
     "server_status",
     "statistics_service",
@@ -89,6 +91,14 @@ def audit_sink(settings: Settings) -> AuditSink | None:
     from governed_evidence.mcp.audit import AuditSink
 
     return AuditSink.open(settings.audit_log, record_queries=settings.audit_queries == "on")
+
+
+def receipt_issuer(settings: Settings) -> ReceiptIssuer:
+    """Receipts signed with the operator's key, or unsigned when none is configured."""
+    from governed_evidence.receipts.issue import ReceiptIssuer
+    from governed_evidence.receipts.keys import load_signer
+
+    return ReceiptIssuer(load_signer(settings.receipt_key) if settings.receipt_key is not None else None)
 
 
 def statistics_service(settings: Settings, *, db: Path) -> SdmxService:
