@@ -66,16 +66,24 @@ class Signer:
         return f"Signer(key_id={self.public.id})"
 
 
+#: Longest key file read: a PEM Ed25519 key is about 120 bytes.
+_MAX_KEY_FILE = 64 * 1024
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
-        return path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(_MAX_KEY_FILE + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > _MAX_KEY_FILE:
+        raise ConfigError(f"the {what} {path} is not a key file (larger than {_MAX_KEY_FILE} bytes)")
+    return data
 
 
 def load_signer(path: Path) -> Signer:
     """The private key in the PEM file at ``path`` (PKCS#8, unencrypted, Ed25519)."""
-    data = _read(path, "receipt key")
+    data = _read(path, "receipt key (GOVERNED_EVIDENCE_RECEIPT_KEY)")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm) as exc:

@@ -296,3 +296,53 @@ def test_a_receipt_for_eight_results_adds_well_under_a_kilobyte(
     ids = sum(len(r["citation_id"]) for r in answer["results"])
     print(f"receipt for 8 results: {added} bytes added (the citation ids it binds: {ids} characters)")
     assert added < 900
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("not json", "the receipt is not JSON"),
+        ('{"results": []}', "no receipt found"),
+        ('{"receipt": {"v": 1, "id": "x", "tool": "search_documents", "args": "a"}}', "the receipt is malformed"),
+        ('{"receipt": {"v": 2, "id": "x", "at": "t", "tool": "t", "args": "a", "clearance": "public", '
+         '"signed": false}}', "the receipt is malformed: v"),
+    ],
+)  # fmt: skip
+def test_what_is_not_a_receipt_gets_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, text: str, says: str
+) -> None:
+    from governed_evidence.cli import main
+
+    path = tmp_path / "pasted.json"
+    path.write_text(text, encoding="utf-8")
+    capsys.readouterr()
+    assert main(["verify", str(path)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {says}")
+    # The same from stdin, as pasted.
+    monkeypatch.setattr("sys.stdin", _Stdin(text.encode()))
+    assert main(["verify", "-"]) == 2
+    assert says in capsys.readouterr().err
+
+
+class _Stdin:
+    def __init__(self, data: bytes) -> None:
+        import io
+
+        self.buffer = io.BytesIO(data)
+
+
+def test_a_missing_file_and_a_bad_key_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from governed_evidence.cli import main
+    from governed_evidence.composition import receipt_issuer
+    from governed_evidence.config import Settings
+    from governed_evidence.errors import ConfigError
+
+    capsys.readouterr()
+    assert main(["verify", str(tmp_path / "absent.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    not_a_key = tmp_path / "not-a-key.pem"
+    not_a_key.write_text("-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n")
+    for path, says in ((tmp_path / "absent.pem", "cannot read the receipt key"), (not_a_key, "is not an unencrypted")):
+        with pytest.raises(ConfigError, match=says) as raised:
+            receipt_issuer(Settings(receipt_key=path))
+        assert "bm90IGEga2V5" not in str(raised.value)
