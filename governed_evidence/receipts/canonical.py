@@ -32,11 +32,19 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def canonical_bytes(value: dict[str, Any]) -> bytes:
-    """``value`` (a receipt as JSON values) without ``sig``, as the bytes that are signed."""
+def canonical_bytes(value: dict[str, Any], *, has_nulls: bool = True) -> bytes:
+    """``value`` (a receipt as JSON values) without ``sig``, as the bytes that are signed.
+
+    ``has_nulls=False``: the caller built ``value`` without nulls (the issuer, on every citing
+    answer), so the walk that removes them is skipped.
+    """
     body = {k: v for k, v in value.items() if k != "sig"}
     return json.dumps(
-        _without_nulls(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        _without_nulls(body) if has_nulls else body,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
     ).encode("utf-8")
 
 

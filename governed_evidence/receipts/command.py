@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--public-key",
         action="append",
         metavar="KEY",
-        help="a public key to trust: a PEM file or the public_key index_status shows (repeatable; default: "
+        help="a public key to trust: a PEM file, or the public_key index_status shows as --public-key=KEY "
+        "(repeatable; default: "
         "the key of $GOVERNED_EVIDENCE_RECEIPT_KEY)",
     )
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")

@@ -39,14 +39,15 @@ class ReceiptIssuer:
         return ReceiptKey(signed=True, algorithm="Ed25519", key_id=public.id, public_key=public.raw)
 
     def _finish(self, fields: dict[str, Any]) -> Receipt:
-        fields.update(id=b64url(secrets.token_bytes(12)), at=_now(), signed=self.signer is not None)
+        fields.update(v=1, id=b64url(secrets.token_bytes(12)), at=_now(), signed=self.signer is not None)
         if self.signer is not None:
             fields["key"] = self.signer.public.id
         receipt = Receipt.model_validate(fields)
         if self.signer is None:
             return receipt
-        signature = self.signer.sign(canonical_bytes(receipt.model_dump(mode="json")))
-        return receipt.model_copy(update={"sig": signature})
+        # What is signed is the receipt as served (defaults included), nulls left out.
+        served = receipt.model_dump(mode="json", exclude_none=True)
+        return receipt.model_copy(update={"sig": self.signer.sign(canonical_bytes(served, has_nulls=False))})
 
     def for_passages(
         self,
@@ -64,7 +65,7 @@ class ReceiptIssuer:
                 "tool": tool,
                 "args": digest(arguments),
                 "clearance": clearance.label,
-                "index": self.fingerprints.identity(reader, clearance),
+                "index": self.fingerprints.identity(reader, clearance).model_dump(),
                 "ids": digest([citation_id for citation_id, _ in served]),
                 "cited": [text_digest(text) for _, text in served],
             }
@@ -79,6 +80,6 @@ class ReceiptIssuer:
                 "tool": tool,
                 "args": digest(arguments),
                 "clearance": clearance.label if clearance is not None else "none",
-                "data": source,
+                "data": source.model_dump(),
             }
         )
