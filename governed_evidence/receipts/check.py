@@ -116,7 +116,8 @@ class Verdict:
     signature: SignatureState
     #: Whether the answer's citation ids are the ones the receipt binds (None: no answer given).
     ids_match: bool | None = None
-    #: Whether the index still serves the receipt's clearance the same passages (None: not checked).
+    #: Whether the index still serves the receipt's clearance the same passages, under the same
+    #: model (None: not checked).
     same_index: bool | None = None
     passages: list[PassageCheck] = field(default_factory=list)
 
@@ -158,4 +159,6 @@ def check_passages(conn: apsw.Connection, answer: Answer) -> tuple[bool | None, 
                 continue
             state: PassageState = "unchanged" if text_digest(str(row[0])) == expected else "changed since"
             checks.append(PassageCheck(citation_id, state, str(row[1]) if row[1] else None))
-    return level_fingerprint(conn, level) == receipt.index.fp, checks
+    model = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+    same = level_fingerprint(conn, level) == receipt.index.fp and model is not None and model[0] == receipt.index.model
+    return same, checks

@@ -118,9 +118,9 @@ def _print(answer: Answer, verdict: Verdict) -> None:
         print("passages: the answer's citation ids are not the ones this receipt was issued for")
     if verdict.same_index is not None:
         print(
-            "index: the same passages at this clearance as when issued"
+            "index: the same passages at this clearance, and the same model, as when issued"
             if verdict.same_index
-            else "index: the passages at this clearance have changed since it was issued"
+            else "index: the passages at this clearance or the model have changed since it was issued"
         )
     for p in verdict.passages:
         state = f"changed since {receipt.at}" if p.state == "changed since" else p.state
