@@ -347,3 +347,28 @@ def test_a_missing_file_and_a_bad_key_are_named(tmp_path: Path, capsys: pytest.C
         with pytest.raises(ConfigError, match=says) as raised:
             receipt_issuer(Settings(receipt_key=path))
         assert "bm90IGEga2V5" not in str(raised.value)
+
+
+def test_the_fingerprint_moves_only_for_levels_that_see_the_change(
+    corpus: Path, built_index: Path, hash_embedder: HashEmbedder
+) -> None:
+    from governed_evidence.receipts.fingerprint import level_fingerprint
+
+    def fingerprints() -> dict[Classification, str]:
+        conn = connect(built_index, readonly=True)
+        try:
+            return {level: level_fingerprint(conn, level) for level in Classification}
+        finally:
+            conn.close()
+
+    before = fingerprints()
+    assert len(set(before.values())) == 3
+    salary = corpus / "restricted" / "hr" / "salary-bands-2025.md"
+    salary.write_text(salary.read_text(encoding="utf-8") + "\nA closing line added.\n", encoding="utf-8")
+    ingest_corpus(corpus, built_index, hash_embedder, ceiling=Classification.RESTRICTED, progress=None)
+    after = fingerprints()
+    assert after[PUBLIC] == before[PUBLIC] and after[INTERNAL] == before[INTERNAL]
+    assert after[Classification.RESTRICTED] != before[Classification.RESTRICTED]
+    # A rebuild of the same documents gives the same fingerprints (the build time is not in them).
+    ingest_corpus(corpus, built_index, hash_embedder, ceiling=Classification.RESTRICTED, progress=None, force=True)
+    assert fingerprints() == after
