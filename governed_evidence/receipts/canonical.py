@@ -3,7 +3,8 @@
 Canonical JSON: keys sorted, no whitespace, UTF-8, members whose value is null left out (a
 client that drops nulls from a pasted answer leaves the signed bytes as they were), and the
 ``sig`` member removed. A receipt holds only strings, integers, booleans, lists and objects,
-so the form has no float to disagree on.
+so the form has no float to disagree on. A lone surrogate, which JSON can carry as an
+escape but UTF-8 cannot, is encoded as its code point ("surrogatepass") rather than refused.
 """
 
 from __future__ import annotations
@@ -45,15 +46,16 @@ def canonical_bytes(value: dict[str, Any], *, has_nulls: bool = True) -> bytes:
         separators=(",", ":"),
         ensure_ascii=False,
         allow_nan=False,
-    ).encode("utf-8")
+    ).encode("utf-8", "surrogatepass")
 
 
 def digest(value: Any) -> str:
     """SHA-256 (base64url) of ``value`` as canonical JSON (the tool arguments)."""
     data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return b64url(hashlib.sha256(data.encode("utf-8")).digest())
+    # A lone surrogate (JSON can carry one as an escape) is hashed as its code point, not refused.
+    return b64url(hashlib.sha256(data.encode("utf-8", "surrogatepass")).digest())
 
 
 def text_digest(text: str) -> str:
     """SHA-256 (base64url) of ``text`` as UTF-8: what a receipt says of a passage served."""
-    return b64url(hashlib.sha256(text.encode("utf-8")).digest())
+    return b64url(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())

@@ -108,11 +108,18 @@ def verdict_json(answer: Answer, verdict: Verdict) -> dict[str, Any]:
     }
 
 
+def _shown(value: object) -> str:
+    """Text from a pasted receipt as printed: anything unprintable (escape sequences, a lone
+    surrogate) written as its code, so a hostile file cannot drive the terminal."""
+    text = str(value)
+    return text if text.isprintable() else "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+
+
 def _print(answer: Answer, verdict: Verdict) -> None:
-    receipt = answer.receipt
-    print(f"receipt {receipt.id}: {receipt.tool} at {receipt.at}, clearance {receipt.clearance}")
-    print(f"signature: {verdict.signature}" + (f" (key {receipt.key})" if receipt.key else ""))
-    if verdict.ids_match is None and receipt.cited:
+    r = answer.receipt
+    print(f"receipt {_shown(r.id)}: {_shown(r.tool)} at {_shown(r.at)}, clearance {_shown(r.clearance)}")
+    print(f"signature: {verdict.signature}" + (f" (key {_shown(r.key)})" if r.key else ""))
+    if verdict.ids_match is None and r.cited:
         print("passages: not checked (give the whole answer: the receipt names its passages by the answer's ids)")
     elif verdict.ids_match is False:
         print("passages: the answer's citation ids are not the ones this receipt was issued for")
@@ -123,13 +130,16 @@ def _print(answer: Answer, verdict: Verdict) -> None:
             else "index: the passages at this clearance or the model have changed since it was issued"
         )
     for p in verdict.passages:
-        state = f"changed since {receipt.at}" if p.state == "changed since" else p.state
-        later = f" (document superseded by {p.superseded_by})" if p.superseded_by else ""
-        print(f"  {state}: {p.citation_id}{later}")
-    if receipt.data is not None:
-        d = receipt.data
+        state = f"changed since {_shown(r.at)}" if p.state == "changed since" else p.state
+        later = f" (document superseded by {_shown(p.superseded_by)})" if p.superseded_by else ""
+        print(f"  {state}: {_shown(p.citation_id)}{later}")
+    if r.data is not None:
+        d = r.data
         cached = " (from the cache)" if d.from_cache else ""
-        print(f"statistics: {d.provider} {d.url}, retrieved {d.retrieved_at}{cached}, body sha256 {d.body}")
+        print(
+            f"statistics: {_shown(d.provider)} {_shown(d.url)}, retrieved {_shown(d.retrieved_at)}{cached}, "
+            f"body sha256 {_shown(d.body)}"
+        )
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:

@@ -372,3 +372,24 @@ def test_the_fingerprint_moves_only_for_levels_that_see_the_change(
     # A rebuild of the same documents gives the same fingerprints (the build time is not in them).
     ingest_corpus(corpus, built_index, hash_embedder, ceiling=Classification.RESTRICTED, progress=None, force=True)
     assert fingerprints() == after
+
+
+def test_a_lone_surrogate_in_a_pasted_receipt_fails_its_signature_without_a_crash(
+    built_index: Path, served: Any, receipt_key: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer = served(built_index, INTERNAL, receipt_key).call("search_documents", {"query": QUESTION, "limit": 2})
+    # JSON carries a lone surrogate as an escape; UTF-8 cannot encode it.
+    pasted = json.dumps({**answer, "receipt": {**answer["receipt"], "tool": "search_\ud800"}})
+    path = tmp_path / "pasted.json"
+    path.write_text(pasted, encoding="utf-8")
+    code, verdict = verify(capsys, str(path), "--db", str(built_index))
+    assert code == 1 and verdict["signature"] == "invalid"
+    # The human summary prints it as its code (and an escape sequence likewise).
+    from governed_evidence.cli import main
+
+    altered = {**answer, "receipt": {**answer["receipt"], "tool": "search_\ud800\x1b[2J"}}
+    path.write_text(json.dumps(altered), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["verify", str(path), "--db", str(built_index)]) == 1
+    out = capsys.readouterr().out
+    assert "search_\\ud800\\u001b[2J" in out and "\x1b" not in out
