@@ -101,6 +101,7 @@ def _stdio(db: Path, ceiling: Classification, key: Path, log: Path) -> StdioTran
     )
 
 
+@pytest.mark.model
 def test_stdio_receipts_equal_the_reference_and_differ_between_clearances_only_in_what_each_sees(
     indexes: dict[str, Path],
 ) -> None:
