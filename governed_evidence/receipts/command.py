@@ -3,8 +3,9 @@
 RECEIPT is the answer holding the receipt (as a transcript shows it), or the receipt alone
 (then only its signature is checked). Exit status: 0 when the signature is valid and every
 cited passage is unchanged; 1 when the signature is not valid (altered, unsigned, or no
-matching public key); 3 when it is valid but a passage changed or is gone, or the answer's
-citation ids are not the receipt's; 2 when the receipt cannot be read.
+matching public key) or the index cannot be read; 3 when it is valid but a passage changed
+or is gone, or the answer's citation ids are not the receipt's; 2 when the receipt cannot
+be read.
 """
 
 from __future__ import annotations
