@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     from governed_evidence.access.token_command import register as register_token_command
 
     register_token_command(sub)
+
+    from governed_evidence.receipts.command import register as register_verify_command
+
+    register_verify_command(sub)
     _add_verbose(parser)
     return parser
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from governed_evidence.ingest.report import ProgressFn
     from governed_evidence.mcp.audit import AuditSink
     from governed_evidence.mcp.status import ServerStatus
+    from governed_evidence.receipts.issue import ReceiptIssuer
     from governed_evidence.sdmx.deferred import DeferredSdmxService
     from governed_evidence.sdmx.service import SdmxService
     from governed_evidence.search.copies import MemoryBudget
@@ -44,6 +45,7 @@ __all__ = [
     "ingest",
     "level_services",
     "mcp_server",
+    "receipt_issuer",
     "search_service",
     "server_status",
     "statistics_service",
@@ -135,6 +137,7 @@ def mcp_server(
 
     configure_tracing()
     audit = audit_sink(settings)
+    receipts = receipt_issuer(settings)
     # The statistics service (httpx, parsers, the cache connection) is made on the first
     # statistics call; only the providers file is read now.
     statistics = deferred_statistics(settings, db=db)
@@ -144,7 +147,7 @@ def mcp_server(
         levels = LevelServices.single(service)
         # Until the copies are held (after the model is ready) the index file answers: the same, slower.
         levels.warm_in_background(service)
-        calls = Calls(levels, anonymous=stdio_caller(ceiling), audit=audit)
+        calls = Calls(levels, anonymous=stdio_caller(ceiling), audit=audit, receipts=receipts)
         return McpServer(build_app(calls, statistics), levels, audit)
     from governed_evidence.access.caller import Caller
 
@@ -155,7 +158,7 @@ def mcp_server(
     else:
         # Every level made now, its copies taken in a fixed order (search/levels.py).
         levels.warm_all()
-    calls = Calls(levels, anonymous=anonymous, audit=audit, transport="http")
+    calls = Calls(levels, anonymous=anonymous, audit=audit, transport="http", receipts=receipts)
     return McpServer(build_app(calls, statistics, auth=auth), levels, audit)
 
 
@@ -166,6 +169,14 @@ def audit_sink(settings: Settings) -> AuditSink | None:
     from governed_evidence.mcp.audit import AuditSink
 
     return AuditSink.open(settings.audit_log, record_queries=settings.audit_queries == "on")
+
+
+def receipt_issuer(settings: Settings) -> ReceiptIssuer:
+    """Receipts signed with the operator's key, or unsigned when none is configured."""
+    from governed_evidence.receipts.issue import ReceiptIssuer
+    from governed_evidence.receipts.keys import load_signer
+
+    return ReceiptIssuer(load_signer(settings.receipt_key) if settings.receipt_key is not None else None)
 
 
 def statistics_service(settings: Settings, *, db: Path) -> SdmxService:

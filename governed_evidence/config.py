@@ -152,6 +152,10 @@ class Settings(BaseSettings):
     audit_queries: Literal["on", "off"] = Field(
         default="off", description="`on` records each search's query text in the audit trail (never passage text)"
     )
+    receipt_key: Path | None = Field(
+        default=None,
+        description="PEM file of the Ed25519 private key that signs evidence receipts (unset: receipts are unsigned)",
+    )
     public_url: str | None = Field(
         default=None,
         description="The server's public base URL (https://host), for the OAuth resource metadata published with JWTs",

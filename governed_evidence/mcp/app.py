@@ -98,6 +98,11 @@ def _capabilities(calls: Calls, statistics: Statistics | None = None) -> dict[st
         "embedding_model": status.embedding_model,
         "embedding_dimension": status.embedding_dimension,
         "semantic_search": status.semantic_search,
+        "receipts": {
+            **calls.receipts.key_info().model_dump(),
+            "on": ["search_documents", "read_passage", "get_data"],
+            "verify": "governed-evidence verify RECEIPT (the receipt, or the whole answer, as JSON)",
+        },
         "errors": error_contract(),
     }
 
@@ -148,6 +153,7 @@ def build_app(
             lambda service: service.search(query, limit=limit, mode=mode, confidence_level=confidence),
             lambda r: len(r.results),
             query=query,
+            arguments={"query": query, "limit": limit, "mode": mode, "confidence": confidence},
         )
 
     @tool(app, _READ_ONLY)
@@ -157,6 +163,7 @@ def build_app(
             "read_passage",
             lambda service: service.read_passage(citation_id, context),
             lambda r: 1 + len(r.before) + len(r.after),
+            arguments={"citation_id": citation_id, "context": context},
         )
 
     @tool(app, _READ_ONLY)
@@ -168,7 +175,9 @@ def build_app(
     def index_status() -> ServerStatus:
         """Index integrity, embedding model, build time and the counts visible to the caller."""
         return calls.documents(
-            "index_status", lambda service: combined_status(service, statistics), lambda r: r.documents
+            "index_status",
+            lambda service: combined_status(service, statistics, calls.receipts.key_info()),
+            lambda r: r.documents,
         )
 
     @prompt(app, "evidence_brief")

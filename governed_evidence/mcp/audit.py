@@ -1,8 +1,8 @@
 """The audit trail: one JSON line per tool call, to a file or stderr the operator chose.
 
 A line says who called (name and how they were identified), the clearance applied, the
-tool, its status, what it returned by identifier (citation ids, dataset references) and how
-long it took. Query text is recorded only when the operator turns it on
+tool, its status, what it returned by identifier (citation ids, dataset references), the id
+of the receipt the answer carried, and how long it took. Query text is recorded only when the operator turns it on
 (``GOVERNED_EVIDENCE_AUDIT_QUERIES=on``); passage text, statistics values and credentials
 never are: the line is built from identifiers this package wrote, not from the response.
 
@@ -12,6 +12,7 @@ inside a line; a file opened in append mode is shared safely by replicas on one 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import threading
@@ -23,6 +24,7 @@ from typing import IO, Any
 from governed_evidence.access.caller import Caller
 from governed_evidence.config import Classification
 from governed_evidence.errors import ConfigError
+from governed_evidence.receipts.model import Receipt
 from governed_evidence.sdmx.models import DataResponse, DatasetDescription, DatasetSearchResponse
 from governed_evidence.search.models import ReadPassageResponse, SearchResponse, SourcesResponse
 
@@ -38,6 +40,8 @@ class Returned:
     most_sensitive: str | None = None
     search_mode: str | None = None
     from_cache: bool | None = None
+    #: The id of the receipt the answer carried.
+    receipt: str | None = None
 
 
 def _most_sensitive(labels: list[str]) -> str | None:
@@ -47,6 +51,12 @@ def _most_sensitive(labels: list[str]) -> str | None:
 
 def returned(result: object) -> Returned:
     """The identifiers a response carries (the response models are this package's own)."""
+    found = _returned(result)
+    receipt = getattr(result, "receipt", None)
+    return dataclasses.replace(found, receipt=receipt.id) if isinstance(receipt, Receipt) else found
+
+
+def _returned(result: object) -> Returned:
     if isinstance(result, SearchResponse):
         return Returned(
             tuple(r.citation_id for r in result.results),
@@ -119,6 +129,8 @@ class AuditSink:
             line["provider"] = provider
         if result.from_cache is not None:
             line["from_cache"] = result.from_cache
+        if result.receipt is not None:
+            line["receipt"] = result.receipt
         if error is not None:
             line["error"] = error
         if self.record_queries and query is not None:

@@ -14,7 +14,7 @@ trail, and with tracing on, its access decision is added to the request's span.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastmcp.server.dependencies import get_access_token
 
@@ -24,6 +24,8 @@ from governed_evidence.errors import ConfigError, NotClearedError
 from governed_evidence.logging import get_logger
 from governed_evidence.mcp.audit import AuditSink, returned
 from governed_evidence.mcp.errors import CallRecorder, run_tool
+from governed_evidence.mcp.receipted import with_data_receipt, with_passage_receipt
+from governed_evidence.receipts.issue import ReceiptIssuer
 from governed_evidence.search.levels import LevelServices
 from governed_evidence.telemetry import annotate_call
 
@@ -60,6 +62,7 @@ class Calls:
         anonymous: Caller | None,
         audit: AuditSink | None = None,
         transport: str = "stdio",
+        receipts: ReceiptIssuer | None = None,
     ) -> None:
         self.levels = levels
         self.ceiling = levels.ceiling
@@ -68,6 +71,8 @@ class Calls:
         self.anonymous = anonymous
         self.audit = audit
         self.transport = transport
+        #: Receipts of the answers that cite (unsigned without a receipt key).
+        self.receipts = receipts or ReceiptIssuer()
 
     def caller(self) -> Caller:
         token = get_access_token()
@@ -97,25 +102,55 @@ class Calls:
         count: Callable[[T], int],
         *,
         query: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> T:
-        """A documents tool call, answered by the service at the caller's level."""
+        """A documents tool call, answered by the service at the caller's level.
+
+        With ``arguments`` (the tool's, as called), an answer that cites carries its receipt.
+        """
         caller = self.caller()
         applied = self.applied(caller)
+
+        def answer() -> T:
+            service = self.service_for(caller)
+            result = fn(service)
+            if arguments is None:
+                return result
+            return with_passage_receipt(self.receipts, tool, arguments, service, result)
+
         return run_tool(
             tool,
-            lambda: fn(self.service_for(caller)),
+            answer,
             count,
             record=self._recorder(caller, applied, query=query),
             ceiling=_label(applied),
             **self._who(caller),
         )
 
-    def statistics(self, tool: str, provider: str, fn: Callable[[], T], count: Callable[[T], int]) -> T:
-        """A statistics tool call: any verified caller, whatever their clearance."""
+    def statistics(
+        self,
+        tool: str,
+        provider: str,
+        fn: Callable[[], T],
+        count: Callable[[T], int],
+        *,
+        arguments: dict[str, Any] | None = None,
+    ) -> T:
+        """A statistics tool call: any verified caller, whatever their clearance.
+
+        With ``arguments``, an answer read from one provider response carries its receipt.
+        """
         caller = self.caller()
+
+        def answer() -> T:
+            result = fn()
+            if arguments is None:
+                return result
+            return with_data_receipt(self.receipts, tool, arguments, self.applied(caller), result)
+
         return run_tool(
             tool,
-            fn,
+            answer,
             count,
             record=self._recorder(caller, self.applied(caller), provider=provider),
             provider=provider,

@@ -174,4 +174,13 @@ def register_statistics_tools(app: FastMCP, statistics: SdmxService | DeferredSd
                 labels=labels,
             ),
             lambda r: r.returned_rows,
+            arguments={
+                "dataset": dataset,
+                "key": key,
+                "provider": provider,
+                "start_period": start_period,
+                "end_period": end_period,
+                "max_rows": max_rows,
+                "labels": labels,
+            },
         )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
+from governed_evidence.receipts.model import ReceiptKey
 from governed_evidence.sdmx.models import StatisticsCacheStatus
 from governed_evidence.search.models import IndexStatus
 
@@ -25,10 +26,18 @@ class ServerStatus(IndexStatus):
     statistics_cache: StatisticsCacheStatus | None = Field(
         default=None, description="Where the SDMX cache lives, whether it persists, and each provider's budget."
     )
+    receipts: ReceiptKey | None = Field(
+        default=None, description="The key that signs the receipts of cited answers (its public key, to verify them)."
+    )
 
 
-def combined_status(service: SearchService, statistics: SdmxService | DeferredSdmxService | None) -> ServerStatus:
-    """The documents index status, with the statistics cache's when statistics are served."""
+def combined_status(
+    service: SearchService,
+    statistics: SdmxService | DeferredSdmxService | None,
+    receipts: ReceiptKey | None = None,
+) -> ServerStatus:
+    """The documents index status, with the statistics cache's when statistics are served and
+    the receipt key's when receipts are issued."""
     status = service.status()
     cache = statistics.status() if statistics is not None else None
-    return ServerStatus.model_validate({**dict(status), "statistics_cache": cache})
+    return ServerStatus.model_validate({**dict(status), "statistics_cache": cache, "receipts": receipts})

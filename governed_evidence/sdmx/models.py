@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from governed_evidence.errors import WarningCode
 from governed_evidence.invisible import strip_invisible
+from governed_evidence.receipts.model import Receipt
 
 __all__ = [
     "PROVIDER_TEXT_NOTICE",
@@ -176,6 +177,13 @@ class DataResponse(_Sourced):
     returned_rows: int
     truncated: bool
     format: Literal["sdmx-csv", "sdmx-ml-generic", "sdmx-ml-structure-specific", "sdmx-json", "none"]
+    receipt: Receipt | None = Field(
+        default=None,
+        description="What was served and the provider response it was read from (its URL and the SHA-256 of its "
+        "body): signed by the server when it has a receipt key. `governed-evidence verify` checks it.",
+    )
+    #: SHA-256 (hex) of the response body the values were read from: for the receipt, never served itself.
+    _body_sha256: str | None = PrivateAttr(default=None)
 
 
 class ProviderBudget(_Model):

@@ -123,7 +123,7 @@ def observations(
     unit_mult = table.constant.get("UNIT_MULT")
     if unit_mult and _UNIT_MULT_RE.fullmatch(unit_mult) and unit_mult != "0":
         hints.append(f"UNIT_MULT={unit_mult}: values are in units of 10^{unit_mult}.")
-    return DataResponse(
+    response = DataResponse(
         provider=provider.id,
         dataset=ref.text,
         key=key,
@@ -139,6 +139,8 @@ def observations(
         format=_FORMAT_NAMES.get(fmt, "none") if fmt is not None else "none",  # type: ignore[arg-type]
         **provenance(fetched, hints),
     )
+    response._body_sha256 = fetched.entry.body_sha256
+    return response
 
 
 def _labels(

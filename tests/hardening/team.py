@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastmcp import Client, FastMCP
 from fastmcp.client.client import CallToolResult
 from fastmcp.client.transports import StreamableHttpTransport
@@ -31,6 +32,8 @@ from governed_evidence.embeddings.base import Embedder
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp.audit import AuditSink
 from governed_evidence.mcp.calls import Calls, stdio_caller
+from governed_evidence.receipts.issue import ReceiptIssuer
+from governed_evidence.receipts.keys import Signer
 from governed_evidence.search.copies import MemoryBudget
 from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.service import SearchService
@@ -38,6 +41,7 @@ from tests.serving.server import Running, serving
 
 __all__ = [
     "LEVELS",
+    "RECEIPTS",
     "VECTOR_MEMORY",
     "Bodies",
     "Team",
@@ -45,6 +49,7 @@ __all__ = [
     "decoded",
     "http_client",
     "stdio_app",
+    "steady_receipt",
     "team_server",
 ]
 
@@ -53,6 +58,11 @@ LEVELS = tuple(Classification)
 VECTOR_MEMORY = 64 * 2**20
 #: Fields that differ between two builds of the same documents (not between callers).
 VOLATILE = frozenset({"built_at"})
+#: A receipt's fields that differ between any two calls: its random id, its time and the
+#: signature over them. Everything else in it is held to the reference like the answer.
+RECEIPT_VOLATILE = frozenset({"id", "at", "sig"})
+#: The receipt key of every server these tests compose (the team server and its references).
+RECEIPTS = Signer(Ed25519PrivateKey.generate())
 
 
 @dataclass
@@ -99,7 +109,7 @@ def team_server(
     levels.warm_all()
     audit_path = work / "audit.jsonl"
     audit = AuditSink.open(str(audit_path))
-    calls = Calls(levels, anonymous=None, audit=audit, transport="http")
+    calls = Calls(levels, anonymous=None, audit=audit, transport="http", receipts=ReceiptIssuer(RECEIPTS))
     try:
         with serving(build_app(calls, auth=tokens.TokensFileVerifier(path))) as running:
             yield Team(running, by_level, issued, levels, audit_path)
@@ -115,7 +125,7 @@ def stdio_app(db: Path, level: Classification, embedder: Embedder, *, gate: bool
     levels = LevelServices.single(service)
     levels.warm_in_background(service)
     try:
-        yield build_app(Calls(levels, anonymous=stdio_caller(level)))
+        yield build_app(Calls(levels, anonymous=stdio_caller(level), receipts=ReceiptIssuer(RECEIPTS)))
     finally:
         levels.close()
         service.reader.close()
@@ -186,10 +196,22 @@ def decoded(value: Any) -> Any:
 
 def _without_volatile(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _without_volatile(v) for k, v in value.items() if k not in VOLATILE}
+        return {
+            k: _without_volatile(steady_receipt(v) if k == "receipt" else v)
+            for k, v in value.items()
+            if k not in VOLATILE
+        }
     if isinstance(value, list):
         return [_without_volatile(v) for v in value]
     return value
+
+
+def steady_receipt(receipt: Any) -> Any:
+    """A receipt without the fields that differ between any two calls (None stays None)."""
+    if not isinstance(receipt, dict):
+        return receipt
+    assert receipt["id"] and receipt["at"], receipt
+    return {k: v for k, v in receipt.items() if k not in RECEIPT_VOLATILE}
 
 
 def answer(result: CallToolResult) -> dict[str, Any]:

@@ -194,3 +194,48 @@ def test_a_caller_without_clearance_may_use_the_statistics_tools(
 
     found = run(body())
     assert found.structured_content["results"]
+
+
+def test_get_data_carries_a_signed_receipt_of_the_provider_response(
+    make_service: ServiceFactory, fake: FakeProviders
+) -> None:
+    import hashlib
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from governed_evidence.receipts.canonical import digest
+    from governed_evidence.receipts.check import check_signature, parse_answer
+    from governed_evidence.receipts.issue import ReceiptIssuer
+    from governed_evidence.receipts.keys import Signer
+
+    _serve(fake)
+    signer = Signer(Ed25519PrivateKey.generate())
+    app = FastMCP("test", mask_error_details=True)
+    levels = SimpleNamespace(ceiling=Classification.PUBLIC)
+    calls = Calls(levels, anonymous=stdio_caller(Classification.PUBLIC), receipts=ReceiptIssuer(signer))  # type: ignore[arg-type]
+    register_statistics_tools(app, make_service(), calls)
+    arguments = {"dataset": G20, "key": "CHN.A.N.CPI.PA._T.N.GY", "start_period": "2020", "max_rows": 3}
+
+    async def body() -> list[Any]:
+        async with Client(app) as client:
+            found = await client.call_tool("search_datasets", {"query": "consumer price indices"})
+            return [found] + [await client.call_tool("get_data", arguments) for _ in range(2)]
+
+    found, first, again = run(body())
+    assert "receipt" not in found.structured_content  # only the answer read from one response cites
+    for result, cached in ((first, False), (again, True)):
+        answer = result.structured_content
+        receipt = answer["receipt"]
+        assert receipt["data"] == {
+            "provider": "OECD",
+            "url": answer["source_url"],
+            "retrieved_at": answer["retrieved_at"],
+            "from_cache": cached,
+            "body": hashlib.sha256(fixture("oecd_g20_prices_data.csv")).hexdigest(),
+        }
+        assert receipt["tool"] == "get_data" and receipt["clearance"] == "public"
+        assert receipt["index"] is None and receipt["cited"] == [] and receipt["ids"] is None
+        full = {"provider": "OECD", "end_period": None, "labels": False, **arguments}
+        assert receipt["args"] == digest(full)
+        assert check_signature(parse_answer(json.dumps(answer)), [signer.public]) == "valid"
+    assert first.structured_content["receipt"]["id"] != again.structured_content["receipt"]["id"]
