@@ -557,6 +557,10 @@ def build_parser() -> argparse.ArgumentParser:
     from governed_evidence.access.token_command import register as register_token_command
 
     register_token_command(sub)
+
+    from governed_evidence.connectors.command import register as register_connector_commands
+
+    register_connector_commands(sub)
     _add_verbose(parser)
     return parser
 

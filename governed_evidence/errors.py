@@ -59,6 +59,7 @@ __all__ = [
     "WARNING_CODES",
     "CodeInfo",
     "ConfigError",
+    "ConnectorError",
     "EmbedderError",
     "ErrorCode",
     "ErrorReport",
@@ -220,6 +221,10 @@ class IndexCorruptError(IndexUnavailableError):
 
 class IngestError(GovernedEvidenceError):
     """An ingest run failed as a whole; the previous index keeps serving."""
+
+
+class ConnectorError(GovernedEvidenceError):
+    """A sync could not complete; the last good mirror is kept (the message never holds a secret)."""
 
 
 class FileRejectedError(GovernedEvidenceError):

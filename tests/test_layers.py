@@ -27,9 +27,11 @@ ALLOWED: dict[str, set[str]] = {
     "serving": {"access", "mcp"},
     "evaluation": {"ingest", "search", "store", "embeddings", "mcp"},
     "composition": {"embeddings", "ingest", "mcp", "sdmx", "search", "store"},
+    "connectors": {"composition", "ingest"},
     "cli": {
         "access",
         "composition",
+        "connectors",
         "embeddings",
         "evaluation",
         "ingest",

@@ -36,7 +36,8 @@ __all__ = ["INGEST_LOGIC_VERSION", "CorpusDigest", "corpus_fingerprint", "finger
 #: 4: bare YAML and TOML front matter read, titles from name:, titles and headings one line
 #: 5: the governance file's rules, lifecycle (status, owner, review_by, effective) from rules and front matter
 #: 6: HTML, XLSX and PPTX read; Office lock files (~$) skipped; sheets and slides never share a passage
-INGEST_LOGIC_VERSION = 6
+#: 7: a governance rule's link, stored as the document's source link
+INGEST_LOGIC_VERSION = 7
 
 
 @dataclass(frozen=True)
