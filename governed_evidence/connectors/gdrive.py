@@ -66,20 +66,20 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def _private_key(text: str, source: str) -> rsa.RSAPrivateKey:
+def _private_key(text: str, source: str, variable: str) -> rsa.RSAPrivateKey:
     """The RSA key from a PEM or a service account JSON key file; errors never show the key."""
     pem = text
     if text.lstrip().startswith("{"):
         try:
             pem = json.loads(text)["private_key"]
         except (ValueError, KeyError, TypeError):
-            raise ConfigError(f"source {source!a}: the private key variable holds JSON without a private_key") from None
+            raise ConfigError(f"source {source!a}: {variable} holds JSON without a private_key") from None
     try:
         key = serialization.load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError):
-        raise ConfigError(f"source {source!a}: the private key variable does not hold a PEM private key") from None
+        raise ConfigError(f"source {source!a}: {variable} does not hold a PEM private key") from None
     if not isinstance(key, rsa.RSAPrivateKey):
-        raise ConfigError(f"source {source!a}: the private key must be an RSA key (RS256)")
+        raise ConfigError(f"source {source!a}: {variable} must hold an RSA key (RS256)")
     return key
 
 
@@ -105,7 +105,7 @@ class GoogleDrive:
     def _auth(self) -> dict[str, str]:
         if self._token is None:
             c = self._config
-            key = _private_key(secret_from_env(c.private_key_env, c.name), c.name)
+            key = _private_key(secret_from_env(c.private_key_env, c.name), c.name, c.private_key_env)
             body = self._http.json(
                 "POST",
                 c.token_url,
