@@ -110,10 +110,13 @@ def _cmd_refresh(args: argparse.Namespace, settings: Settings) -> int:
     if built.unchanged:
         print(f"Index unchanged: {built.documents_indexed} documents in {db}")
     else:
-        print(
-            f"Indexed {built.documents_indexed} documents, {built.passages} passages into {db} ({built.build} build: "
-            f"{built.files_reparsed} parsed again, {built.files_added} added, {built.files_removed} removed)"
+        how = (
+            f"incremental: {built.files_reparsed} parsed again, {built.files_added} added, "
+            f"{built.files_removed} removed, {built.files_copied} copied"
+            if built.build == "incremental"
+            else "full build"
         )
+        print(f"Indexed {built.documents_indexed} documents, {built.passages} passages into {db} ({how})")
     for path, reason in built.rejected:
         print(f"  rejected {path}: {reason}")
     return 0
