@@ -23,9 +23,12 @@ The flow follows Graph's documentation:
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 from urllib.parse import quote, urljoin
+
+import httpx
 
 from governed_evidence.connectors.config import GraphSource, secret_from_env
 from governed_evidence.connectors.http import Http
@@ -48,12 +51,20 @@ class GraphDrive:
         self._config = config
         self._http = http
         self._token: str | None = None
+        self._lock = threading.Lock()
         if config.drive_id:
             self._base = f"{config.graph_url}/drives/{quote(config.drive_id, safe='')}"
         else:
             self._base = f"{config.graph_url}/sites/{quote(config.site_id or '', safe='')}/drive"
 
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}"}
+
     def _auth(self) -> dict[str, str]:
+        with self._lock:
+            return self._auth_locked()
+
+    def _auth_locked(self) -> dict[str, str]:
         if self._token is None:
             c = self._config
             body = self._http.json(
@@ -70,11 +81,23 @@ class GraphDrive:
             if not isinstance(token, str) or not token:
                 raise ConnectorError(f"source {c.name!a}: the token endpoint gave no access_token")
             self._token = token
-        return {"Authorization": f"Bearer {self._token}"}
+        return self._headers()
+
+    def _authed(self, method: str, url: str, ok: frozenset[int] = frozenset({200})) -> httpx.Response:
+        """A Graph request with the token; a token that expired during a long sync is replaced once."""
+        used = self._auth()
+        response = self._http.request(method, url, headers=used, ok=ok | {401})
+        if response.status_code == 401:
+            with self._lock:
+                # Label requests run side by side: only the first to see the old token refused drops it.
+                if used == self._headers():
+                    self._token = None
+            response = self._http.request(method, url, headers=self._auth(), ok=ok)
+        return response
 
     def _page(self, url: str) -> tuple[dict[str, Any] | None, str | None]:
         """A delta page, or (None, where a full enumeration starts) when the delta link expired."""
-        response = self._http.request("GET", url, headers=self._auth(), ok=frozenset({200, 410}))
+        response = self._authed("GET", url, ok=frozenset({200, 410}))
         if response.status_code == 410:
             location = response.headers.get("Location")
             return None, urljoin(url, location) if location else None
@@ -90,10 +113,10 @@ class GraphDrive:
         """The item's sensitivity label ids; None when Graph cannot say (then the most sensitive level)."""
         url = f"{self._base}/items/{quote(item_id, safe='')}/extractSensitivityLabels"
         try:
-            body = self._http.json("POST", url, headers=self._auth())
-        except ConnectorError:
+            body = self._authed("POST", url).json()
+        except (ConnectorError, ValueError):
             return None
-        result = body.get("value", body)
+        result = body.get("value", body) if isinstance(body, dict) else None
         labels = result.get("labels") if isinstance(result, dict) else None
         if not isinstance(labels, list):
             return None
@@ -214,7 +237,7 @@ class GraphDrive:
 
     def download(self, file: RemoteFile, out: BinaryIO, limit: int) -> None:
         url = f"{self._base}/items/{quote(file.fetch['item'], safe='')}/content"
-        response = self._http.request("GET", url, headers=self._auth(), ok=frozenset({200, 302}))
+        response = self._authed("GET", url, ok=frozenset({200, 302}))
         if response.status_code == 200:
             if len(response.content) > limit:
                 raise ConnectorError(f"larger than {limit} bytes")

@@ -64,6 +64,7 @@ class GraphDrive:
         self.download_auth: list[str] = []  # Authorization headers seen on download URLs (must stay empty)
         self.delta_requests = 0
         self.tokens: set[str] = set()
+        self.expire_tokens = False  # every token expires after the next delta page
         self.requests: list[str] = []
         self.add("root", "root", None, "root")
 
@@ -246,6 +247,9 @@ class Handler(BaseHTTPRequestHandler):
                 )
             skip = int(query.get("skip", "0"))
             page, total = drive.delta(token, skip)
+            if drive.expire_tokens:
+                drive.expire_tokens = False
+                drive.tokens.clear()  # the token runs out here, in the middle of the sync
             body: dict[str, Any] = {"value": page}
             if skip + PAGE < total:
                 since = "" if token is None else f"token={token}&"

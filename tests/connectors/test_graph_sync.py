@@ -202,6 +202,16 @@ def test_a_sync_killed_between_the_two_renames_is_recovered(tmp_path: Path, driv
     assert not report.changed and levels(config.mirror) == before
 
 
+def test_a_token_that_expires_during_a_sync_is_replaced(tmp_path: Path, drive: Drive) -> None:
+    graph, server = drive
+    site(graph)
+    graph.expire_tokens = True
+    config = config_for(tmp_path, server)
+    assert sync(config, Settings()).downloaded == 5
+    assert levels(config.mirror)["policies/HR/leave.md"] == "internal"  # its labels were read with the new token
+    assert graph.requests.count("POST /login/11111111-2222-3333-4444-555555555555/oauth2/v2.0/token") == 2
+
+
 def test_throttling_is_waited_out_within_the_deadline(tmp_path: Path, drive: Drive) -> None:
     graph, server = drive
     site(graph)
