@@ -55,7 +55,7 @@ class GraphDrive:
         if config.drive_id:
             self._base = f"{config.graph_url}/drives/{quote(config.drive_id, safe='')}"
         else:
-            self._base = f"{config.graph_url}/sites/{quote(config.site_id or '', safe='')}/drive"
+            self._base = f"{config.graph_url}/sites/{quote(config.site_id or '', safe=',')}/drive"
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._token}"}
