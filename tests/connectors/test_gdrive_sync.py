@@ -137,3 +137,40 @@ def test_a_key_that_is_not_one_is_named_by_its_variable_never_shown(
     with pytest.raises(ConfigError, match=KEY_ENV) as caught:
         sync(config(tmp_path, server), Settings())
     assert pem[40:80] not in str(caught.value)
+
+
+def test_refresh_serves_an_exported_doc_and_a_file_moved_into_a_restricted_folder_is_never_served_below(
+    tmp_path: Path, drive: tuple[Drive, Server, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governed_evidence.config import Classification
+    from governed_evidence.connectors.command import refresh
+    from governed_evidence.search.service import SearchService
+    from tests.helpers import HashEmbedder
+
+    def make(settings: Settings, name: str | None = None) -> HashEmbedder:
+        return HashEmbedder()
+
+    monkeypatch.setattr("governed_evidence.embeddings.factory.make_ingest_embedder", make)
+    state, server, _ = drive
+    # A real Word file stands in for Drive's DOCX export of a Google Doc.
+    docx = (Path(__file__).parents[2] / "data/sample_corpus/internal/hr/onboarding-guide.docx").read_bytes()
+    state.add("fo", "Open", FOLDER, SHARED_DRIVE)
+    state.add("fb", "Board", FOLDER, SHARED_DRIVE)
+    state.add("g1", "Onboarding", DOC, "fo", docx)
+    state.add("g2", "minutes.md", "text/markdown", "fo", b"# Minutes\n\nthe quorvex merger was approved\n")
+    cfg = config(tmp_path, server)
+    db = tmp_path / "index.sqlite"
+    refresh(cfg, Settings(), db=db, ceiling=Classification.RESTRICTED)
+    public = SearchService(db, ceiling=Classification.PUBLIC, embedder_factory=HashEmbedder)
+    listed = {d.document: d.source_link for d in public.list_sources().documents}
+    assert listed == {
+        "handbook/Open/Onboarding.docx": "https://docs.google.com/document/d/g1/edit",
+        "handbook/Open/minutes.md": "https://docs.google.com/document/d/g2/edit",
+    }
+    assert public.search("quorvex merger", mode="keyword", confidence_level="normal").results
+    state.change("g2", parent="fb")  # moved from the public folder into the restricted one
+    refresh(cfg, Settings(), db=db, ceiling=Classification.RESTRICTED)
+    found = public.search("quorvex merger", mode="keyword", confidence_level="normal").results
+    assert [r for r in found if "minutes" in r.document] == []  # must be zero
+    assert "handbook/Board/minutes.md" not in {d.document for d in public.list_sources().documents}
+    public.close()
