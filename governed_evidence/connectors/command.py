@@ -18,7 +18,7 @@ from governed_evidence.config import Classification, Settings, parse_level
 from governed_evidence.connectors.config import ConnectorConfig, DriveSource, GraphSource, SourceConfig, load_config
 from governed_evidence.connectors.http import Http
 from governed_evidence.connectors.mirror import MirrorSource, SyncReport, sync_mirror
-from governed_evidence.errors import ConfigError
+from governed_evidence.errors import ConfigError, ConnectorError
 
 if TYPE_CHECKING:
     from governed_evidence.ingest.report import IngestReport
@@ -46,6 +46,8 @@ def sync(config: ConnectorConfig, settings: Settings) -> SyncReport:
     try:
         sources = [make_source(s, http) for s, http in zip(config.sources, clients, strict=True)]
         return sync_mirror(config.mirror, sources, max_file_bytes=settings.max_file_bytes)
+    except ConnectorError as exc:
+        raise ConnectorError(f"{exc}; the last good mirror ({config.mirror}) is kept") from None
     finally:
         for http in clients:
             http.close()
