@@ -12,6 +12,7 @@ included); every other one is masked for an MCP client with a fixed message
     │   ├── IndexMissingError     * no index file at the configured path
     │   └── IndexCorruptError     * the file is not a valid index (or fails integrity)
     ├── IngestError                 a whole ingest run failed (nothing was replaced)
+    ├── ConnectorError              a sync failed (the last good mirror is kept)
     ├── FileRejectedError           one file was refused; the rest of the corpus continues
     ├── EmbedderError             * the embedder cannot produce vectors
     │   └── ModelMismatchError    * query embedder differs from the index's model
