@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     from governed_evidence.receipts.command import register as register_verify_command
 
     register_verify_command(sub)
+
+    from governed_evidence.connectors.command import register as register_connector_commands
+
+    register_connector_commands(sub)
     _add_verbose(parser)
     return parser
 

@@ -12,6 +12,7 @@ included); every other one is masked for an MCP client with a fixed message
     │   ├── IndexMissingError     * no index file at the configured path
     │   └── IndexCorruptError     * the file is not a valid index (or fails integrity)
     ├── IngestError                 a whole ingest run failed (nothing was replaced)
+    ├── ConnectorError              a sync failed (the last good mirror is kept)
     ├── FileRejectedError           one file was refused; the rest of the corpus continues
     ├── EmbedderError             * the embedder cannot produce vectors
     │   └── ModelMismatchError    * query embedder differs from the index's model
@@ -59,6 +60,7 @@ __all__ = [
     "WARNING_CODES",
     "CodeInfo",
     "ConfigError",
+    "ConnectorError",
     "EmbedderError",
     "ErrorCode",
     "ErrorReport",
@@ -220,6 +222,10 @@ class IndexCorruptError(IndexUnavailableError):
 
 class IngestError(GovernedEvidenceError):
     """An ingest run failed as a whole; the previous index keeps serving."""
+
+
+class ConnectorError(GovernedEvidenceError):
+    """A sync could not complete; the last good mirror is kept (the message never holds a secret)."""
 
 
 class FileRejectedError(GovernedEvidenceError):

@@ -53,10 +53,12 @@ ALLOWED: dict[str, set[str]] = {
         "store",
         "telemetry",
     },
+    "connectors": {"composition", "ingest"},
     "cli": {
         "access",
         "commands",
         "composition",
+        "connectors",
         "embeddings",
         "evaluation",
         "ingest",

@@ -38,7 +38,8 @@ __all__ = ["INGEST_LOGIC_VERSION", "CorpusDigest", "corpus_fingerprint", "finger
 #: 6: HTML, XLSX and PPTX read; Office lock files (~$) skipped; sheets and slides never share a passage
 #: 7: ERB and Handlebars template tags removed like Liquid's; no title or heading holds a tag
 #: 8: CSV and TSV read like a sheet
-INGEST_LOGIC_VERSION = 8
+#: 9: a governance rule's link, stored as the document's source link
+INGEST_LOGIC_VERSION = 9
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from governed_evidence.store.lifecycle import STATUSES, Lifecycle, Status
 __all__ = [
     "GOVERNANCE_FILE",
     "MAX_GOVERNANCE_BYTES",
+    "MAX_LINK_CHARS",
     "MAX_OWNER_CHARS",
     "NO_GOVERNANCE",
     "RULE_SETTINGS",
@@ -56,6 +57,7 @@ __all__ = [
     "Rule",
     "document_lifecycle",
     "load_governance",
+    "parse_link",
 ]
 
 #: The governance file's name, at the corpus root only.
@@ -65,9 +67,9 @@ MAX_GOVERNANCE_BYTES = 1024 * 1024
 #: An owner is a name or a team, served with every passage: a line, not a document.
 MAX_OWNER_CHARS = 200
 
-Setting = Literal["classification", "status", "owner", "review_by", "effective"]
+Setting = Literal["classification", "status", "owner", "review_by", "effective", "link"]
 #: What a rule may set (besides its ``path``), in the order messages list them.
-RULE_SETTINGS: tuple[Setting, ...] = ("classification", "status", "owner", "review_by", "effective")
+RULE_SETTINGS: tuple[Setting, ...] = ("classification", "status", "owner", "review_by", "effective", "link")
 _LIFECYCLE_SETTINGS: tuple[Setting, ...] = RULE_SETTINGS[1:]
 _LEVELS = {c.label: c for c in Classification}
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -88,6 +90,8 @@ class Rule:
     owner: str | None = None
     review_by: date | None = None
     effective: date | None = None
+    #: The document's web link at its source (written by ``governed-evidence sync``), cited with it.
+    link: str | None = None
 
     def sets(self, setting: Setting) -> bool:
         return getattr(self, setting) is not None
@@ -188,6 +192,20 @@ def _parse_owner(value: object) -> str:
     return text
 
 
+#: A link is served to every caller who may see its document: one line, a web address.
+MAX_LINK_CHARS = 2048
+
+
+def parse_link(value: object) -> str:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://")):
+        raise ValueError("link must be a web address (https://...)")
+    if len(value) > MAX_LINK_CHARS or any(c.isspace() for c in value) or find_invisible(value):
+        raise ValueError(f"link must be one address of at most {MAX_LINK_CHARS} characters, without spaces")
+    if find_credentials(value):
+        raise ValueError("link is credential-shaped")
+    return value
+
+
 def _parse_date(value: object, key: str) -> date:
     # A datetime is a date too (a subclass): a time of day would be silently dropped.
     if isinstance(value, datetime):
@@ -223,6 +241,8 @@ def document_lifecycle(relative: PurePosixPath, front: Mapping[str, Any], govern
             owner=_parse_owner(front["owner"]) if _given(front, "owner") else ruled.owner,
             review_by=_parse_date(front["review_by"], "review_by") if _given(front, "review_by") else ruled.review_by,
             effective=_parse_date(front["effective"], "effective") if _given(front, "effective") else ruled.effective,
+            # Only the operator's rules (the connector's mirror) give a link: a document cannot point elsewhere.
+            link=ruled.link,
         )
     except ValueError as exc:
         raise FileRejectedError(f"front matter {exc}") from None
@@ -298,6 +318,7 @@ def _parse_rule(number: int, table: object) -> Rule:
         owner=_parse_owner(table["owner"]) if "owner" in table else None,
         review_by=_parse_date(table["review_by"], "review_by") if "review_by" in table else None,
         effective=_parse_date(table["effective"], "effective") if "effective" in table else None,
+        link=parse_link(table["link"]) if "link" in table else None,
     )
 
 

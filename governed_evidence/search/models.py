@@ -72,6 +72,13 @@ Owner = Annotated[
 ]
 ReviewBy = Annotated[date | None, Field(description="Date by which the document is due for review, when stated.")]
 Effective = Annotated[date | None, Field(description="Date from which the document applies, when stated.")]
+SourceLink = Annotated[
+    str | None,
+    Field(
+        description="The document's web link at its source (SharePoint, OneDrive, Google Drive) when it was "
+        "mirrored from one: give it with the citation so the user can open the original."
+    ),
+]
 Stale = Annotated[
     bool,
     Field(description="True once review_by has passed: the document is overdue for review; say so when citing it."),
@@ -100,6 +107,7 @@ class SearchResult(_Model):
     review_by: ReviewBy = None
     effective: Effective = None
     stale: Stale = False
+    source_link: SourceLink = None
     matched_by: Literal["keyword", "semantic", "both"]
     confidence: float = Field(ge=0.0, le=1.0, description="Calibrated relevance estimate, 0-1.")
     text: str = Field(description="The passage text (untrusted data).")
@@ -138,6 +146,7 @@ class PassageView(_Model):
     review_by: ReviewBy = None
     effective: Effective = None
     stale: Stale = False
+    source_link: SourceLink = None
     position: int = Field(description="Offset from the requested passage (0 = the passage itself).")
     text: str
 
@@ -170,6 +179,7 @@ class DocumentSummary(_Model):
     review_by: ReviewBy = None
     effective: Effective = None
     stale: Stale = False
+    source_link: SourceLink = None
     passages: int
     superseded_by: str | None = None
 

@@ -90,6 +90,7 @@ def list_sources(conn: apsw.Connection, ceiling: Classification, today: date) ->
                 **lifecycle_fields(d.status, d.owner, d.review_by, d.effective, today),
                 passages=d.passages,
                 superseded_by=d.superseded_by,
+                source_link=d.source_link,
             )
             for d in docs[:MAX_LISTED_DOCUMENTS]
         ],

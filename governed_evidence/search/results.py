@@ -52,6 +52,7 @@ def _cited(row: Passage, today: date) -> dict[str, Any]:
         "pages": span(row.page_start, row.page_end),
         "classification": row.label,
         "text": row.text,
+        "source_link": row.source_link,
     }
 
 

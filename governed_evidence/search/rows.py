@@ -32,13 +32,14 @@ PASSAGE_COLUMNS = (
     "p.id, p.citation_id, d.path, p.title, p.heading, p.line_start, p.line_end, "
     "p.page_start, p.page_end, p.classification, p.text, p.ordinal, p.document_id, d.superseded_by, "
     "coalesce(p.search_text, p.text), "
-    "CASE WHEN d.status = 'superseded' THEN 'deprecated' ELSE d.lifecycle END, d.owner, d.review_by, d.effective"
+    "CASE WHEN d.status = 'superseded' THEN 'deprecated' ELSE d.lifecycle END, d.owner, d.review_by, d.effective, "
+    "d.source_link"
 )
 PASSAGE_FROM = "FROM passages p JOIN documents d ON d.id = p.document_id"
 
 DOCUMENT_COLUMNS = (
     "path, title, format, classification, passage_count, superseded_by, "
-    "CASE WHEN status = 'superseded' THEN 'deprecated' ELSE lifecycle END, owner, review_by, effective"
+    "CASE WHEN status = 'superseded' THEN 'deprecated' ELSE lifecycle END, owner, review_by, effective, source_link"
 )
 
 
@@ -90,6 +91,7 @@ class Passage:
     owner: str | None = None
     review_by: date | None = None
     effective: date | None = None
+    source_link: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...] | Any) -> Passage:
@@ -114,6 +116,7 @@ class Passage:
             row[16],  # owner
             served_date(row[17]),  # review_by
             served_date(row[18]),  # effective
+            row[19],  # source_link
         )
 
     @property
@@ -133,6 +136,7 @@ class DocumentEntry:
     owner: str | None = None
     review_by: date | None = None
     effective: date | None = None
+    source_link: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...] | Any) -> DocumentEntry:
@@ -147,4 +151,5 @@ class DocumentEntry:
             row[7],
             served_date(row[8]),
             served_date(row[9]),
+            row[10],
         )

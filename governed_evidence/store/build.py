@@ -117,7 +117,8 @@ class IndexBuilder:
         self.conn.execute(
             "INSERT INTO documents(path, title, format, classification, content_hash, status, "
             "superseded_by, source_mtime, passage_count, refused_count, lifecycle, owner, review_by, effective, "
-            "decided_by, warnings, passages_refused, hard_linked) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "decided_by, warnings, passages_refused, hard_linked, source_link) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 row.path,
                 row.title,
@@ -137,6 +138,7 @@ class IndexBuilder:
                 json.dumps(list(row.warnings)),
                 row.passages_refused,
                 int(row.hard_linked),
+                row.lifecycle.link,
             ),
         )
         document_id = int(self.conn.last_insert_rowid())

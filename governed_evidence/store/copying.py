@@ -31,7 +31,7 @@ COPY_PLAN_SQL = (
 _DOCUMENT_COPY = (
     "path, title, format, classification, content_hash, status, superseded_by, "
     "passage_count, refused_count, lifecycle, owner, review_by, effective, decided_by, warnings, passages_refused, "
-    "hard_linked"
+    "hard_linked, source_link"
 )
 _PASSAGE_COPY = (
     "ordinal, citation_id, title, heading, line_start, line_end, page_start, page_end, "

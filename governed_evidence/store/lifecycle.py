@@ -48,6 +48,8 @@ class Lifecycle:
     review_by: date | None = None
     #: The date from which the document applies; carried and served, never used to filter.
     effective: date | None = None
+    #: Where the document lives at its source (a SharePoint or Drive web link), served as ``source_link``.
+    link: str | None = None
 
     @property
     def searchable(self) -> bool:

@@ -33,7 +33,8 @@ __all__ = [
 #: 5: ``documents.decided_by``, ``warnings``, ``passages_refused`` and ``hard_linked``: what parsing
 #: a file reported and whether other names set its level, so an incremental build that copies the
 #: document reports what a full build would, and never copies one whose level other names decided.
-SCHEMA_VERSION = 5
+#: 6: ``documents.source_link``, the document's web link at its source (a governance rule's ``link``).
+SCHEMA_VERSION = 6
 
 #: Porter stemming over unicode61 (diacritics folded); query text is tokenised with the
 #: same tokenizer so that what a user types is searched as plain words.
@@ -90,7 +91,8 @@ CREATE TABLE documents (
     decided_by     TEXT NOT NULL DEFAULT '',
     warnings       TEXT NOT NULL DEFAULT '[]',
     passages_refused INTEGER NOT NULL DEFAULT 0,
-    hard_linked    INTEGER NOT NULL DEFAULT 0
+    hard_linked    INTEGER NOT NULL DEFAULT 0,
+    source_link    TEXT
 );
 CREATE TABLE passages (
     id             INTEGER PRIMARY KEY,

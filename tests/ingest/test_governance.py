@@ -219,7 +219,7 @@ MALFORMED = [
     (
         "[[rule]]\npath = 'hr/'\nstatus = 'current'\n\n[[rule]]\npath = 'hr/old/'\nstaus = 'deprecated'\n",
         "rule 2 (path 'hr/old/'): unknown key 'staus' (a rule has: path, classification, status, owner, "
-        "review_by, effective)",
+        "review_by, effective, link)",
     ),
     (
         "[[rule]]\npath = 'hr/'\nstatus = 'archived'\n",

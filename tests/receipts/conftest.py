@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastmcp import Client, FastMCP
@@ -25,21 +23,6 @@ from governed_evidence.receipts.issue import ReceiptIssuer
 from governed_evidence.receipts.keys import load_signer
 from governed_evidence.search.levels import LevelServices
 from governed_evidence.search.service import SearchService
-
-
-@pytest.fixture(autouse=True)
-def _logging_restored() -> Iterator[None]:
-    """`verify` run in-process sets logging up on the captured stderr: put it back afterwards,
-    so later tests do not write to a closed capture."""
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        yield
-    finally:
-        structlog.configure(**saved)
-        root.handlers[:] = handlers
-        root.setLevel(level)
 
 
 def write_key(path: Path) -> Path:
