@@ -319,7 +319,7 @@ def rule(f: dict[str, float]) -> float:
 @functools.cache
 def _release_bounds() -> dict[str, dict[str, float]]:
     """evals/gate.toml's bounds on the slices ranked here, read once."""
-    from governed_evidence.evaluation.gate import load_gate
+    from governed_evidence.evaluation.release_gate import load_gate
 
     return {name: bounds for name, bounds in load_gate(RELEASE_GATE_FILE).items() if name in _GATE_METRICS}
 
@@ -327,7 +327,7 @@ def _release_bounds() -> dict[str, dict[str, float]]:
 def keeps_release_gate(f: dict[str, float]) -> bool:
     """Whether the sample corpus's figures ``f`` pass evals/gate.toml's retrieval and abstention
     bounds, checked by the release gate's own code (its governance slices are not ranked here)."""
-    from governed_evidence.evaluation.gate import evaluate_gate
+    from governed_evidence.evaluation.release_gate import evaluate_gate
     from governed_evidence.evaluation.runner import SliceReport
 
     spec = _release_bounds()

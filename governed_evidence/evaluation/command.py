@@ -18,8 +18,8 @@ from governed_evidence.errors import InvalidRequestError
 # running an evaluation needs (the ingest pipeline, the fastmcp client, the search service)
 # is imported when it runs.
 if TYPE_CHECKING:
-    from governed_evidence.evaluation.gate import Check
     from governed_evidence.evaluation.questions import Question
+    from governed_evidence.evaluation.release_gate import Check
     from governed_evidence.evaluation.runner import Searcher, SliceReport
     from governed_evidence.search.models import SearchMode
     from governed_evidence.search.service import SearchService
@@ -167,7 +167,7 @@ def _run_beir_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run_suite_command(args: argparse.Namespace, settings: Settings) -> int:
     from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.evaluation.gate import evaluate_gate, load_gate
+    from governed_evidence.evaluation.release_gate import evaluate_gate, load_gate
     from governed_evidence.evaluation.suites import load_suite, run_suite
     from governed_evidence.search.rerank import make_reranker
 
@@ -258,9 +258,9 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
     if args.suite != "sample":
         return _run_suite_command(args, settings)
     from governed_evidence.embeddings.factory import make_embedder
-    from governed_evidence.evaluation.gate import evaluate_gate, load_gate
     from governed_evidence.evaluation.mcp_client import McpSearcher
     from governed_evidence.evaluation.questions import load_questions
+    from governed_evidence.evaluation.release_gate import evaluate_gate, load_gate
     from governed_evidence.evaluation.runner import GOVERNANCE_SLICES, run_slices
     from governed_evidence.ingest.pipeline import ingest_corpus
     from governed_evidence.search.service import SearchService

@@ -26,7 +26,7 @@ from typing import Any
 from governed_evidence import __version__
 from governed_evidence.config import Classification
 from governed_evidence.evaluation import charts
-from governed_evidence.evaluation.gate import MUST_BE_ZERO, Check
+from governed_evidence.evaluation.release_gate import MUST_BE_ZERO, Check
 from governed_evidence.evaluation.runner import SliceReport
 from governed_evidence.evaluation.tradeoff import QuestionProbe, recall_figures, tradeoff_curve
 

@@ -22,7 +22,7 @@ from governed_evidence.search.confidence import ModelCalibration, Signals, backg
 from governed_evidence.search.fusion import Fused, fuse
 from governed_evidence.search.limits import SearchMode
 from governed_evidence.search.plan import Snapshot
-from governed_evidence.search.rows import Passage
+from governed_evidence.search.records import Passage
 from governed_evidence.search.stages import Stopwatch
 from governed_evidence.search.strategy import Strategy
 

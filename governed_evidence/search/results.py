@@ -13,7 +13,7 @@ from governed_evidence.search.candidates import Candidate, Ranking
 from governed_evidence.search.gate import GateOutcome
 from governed_evidence.search.limits import ConfidenceLevel
 from governed_evidence.search.models import PassageView, SearchResponse
-from governed_evidence.search.rows import Passage
+from governed_evidence.search.records import Passage
 from governed_evidence.store.lifecycle import is_stale
 
 __all__ = ["lifecycle_fields", "passage_view", "search_response", "span"]

@@ -11,7 +11,7 @@ A search is a pipeline of stages, each a module that takes values and returns va
 semantic ranking (:mod:`semantic`), the candidates with their confidence (:mod:`candidates`),
 the gate (:mod:`gate`), the optional reranker (:mod:`rerank`) and the response
 (:mod:`results`). Which source each ranking reads is picked once per search
-(:mod:`strategy`). Reading by citation, sources and status are :mod:`reading`'s.
+(:mod:`strategy`). Reading by citation, sources and status are :mod:`lookup`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import EmbedderError, IndexUnavailableError, InvalidRequestError
 from governed_evidence.logging import get_logger
-from governed_evidence.search import reading, semantic, sql
+from governed_evidence.search import lookup, semantic, sql
 from governed_evidence.search.candidates import CANDIDATES, Candidate, Pool, Ranking, assemble
 from governed_evidence.search.confidence import calibration_for
 from governed_evidence.search.copies import MemoryBudget, MemoryCopy
@@ -248,22 +248,22 @@ class SearchService:
 
     def read_passage(self, citation_id: str, context: int = 0) -> ReadPassageResponse:
         conn, _ = self.reader.connection()
-        return reading.read_passage(conn, self.ceiling, citation_id, context, self.clock())
+        return lookup.read_passage(conn, self.ceiling, citation_id, context, self.clock())
 
     def list_sources(self) -> SourcesResponse:
         conn, _ = self.reader.connection()
-        return reading.list_sources(conn, self.ceiling, self.clock())
+        return lookup.list_sources(conn, self.ceiling, self.clock())
 
     def status(self) -> IndexStatus:
         try:
             conn, meta = self.reader.connection()
         except IndexUnavailableError as exc:
-            return reading.unavailable_status(str(exc), self.ceiling)
+            return lookup.unavailable_status(str(exc), self.ceiling)
         generation = self.reader.generation()
         if generation not in self._integrity:
             self._integrity[generation] = sql.quick_check(conn)
         matrix = self.vectors.copy if self.vectors.generation == generation else None
-        return reading.index_status(
+        return lookup.index_status(
             conn,
             meta,
             self.ceiling,

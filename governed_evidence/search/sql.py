@@ -10,7 +10,7 @@ from __future__ import annotations
 import apsw
 
 from governed_evidence.config import Classification
-from governed_evidence.search.rows import DOCUMENT_COLUMNS, PASSAGE_COLUMNS, PASSAGE_FROM, DocumentEntry, Passage
+from governed_evidence.search.records import DOCUMENT_COLUMNS, PASSAGE_COLUMNS, PASSAGE_FROM, DocumentEntry, Passage
 from governed_evidence.store.schema import fts_table, terms_table
 
 __all__ = [

@@ -13,8 +13,8 @@ from pypdf import PdfReader
 
 from governed_evidence.config import Classification
 from governed_evidence.errors import ConfigError
-from governed_evidence.evaluation.gate import load_gate
 from governed_evidence.evaluation.questions import load_questions
+from governed_evidence.evaluation.release_gate import load_gate
 from governed_evidence.evaluation.suites import CorpusSpec, _corpus_folder, load_suite, run_suite
 from governed_evidence.search.rerank import RerankPassage
 

@@ -25,13 +25,13 @@ from governed_evidence.ingest.loaders import SUPPORTED_SUFFIXES, load_document
 from governed_evidence.mcp.app import error_contract
 from governed_evidence.mcp.errors import ARGUMENTS_HINT, INTERNAL_ERROR_TEXT
 from governed_evidence.mcp.status import ServerStatus
+from governed_evidence.search.lookup import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from governed_evidence.search.models import (
     UNTRUSTED_NOTICE,
     ReadPassageResponse,
     SearchResponse,
     SourcesResponse,
 )
-from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from governed_evidence.store.connection import connect
 
 REPO = Path(__file__).resolve().parents[2]

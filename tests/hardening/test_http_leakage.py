@@ -39,7 +39,7 @@ from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp.app import CAPABILITIES_URI
-from governed_evidence.search.reading import NOT_FOUND_MESSAGE
+from governed_evidence.search.lookup import NOT_FOUND_MESSAGE
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
 from tests.hardening import figures

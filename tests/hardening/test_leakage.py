@@ -37,7 +37,7 @@ from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.mcp import build_app
 from governed_evidence.mcp.app import CAPABILITIES_URI
 from governed_evidence.mcp.errors import error_text
-from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
+from governed_evidence.search.lookup import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from governed_evidence.search.service import SearchService
 from governed_evidence.search.tuning import SearchTuning
 from governed_evidence.store.connection import connect

@@ -108,10 +108,8 @@ def test_a_kept_index_still_counts_its_levels(tmp_path: Path) -> None:
     again = _ingest(corpus, db, ceiling=RESTRICTED)
     assert again.unchanged
     assert again.by_classification == first.by_classification == {"restricted": {"indexed": 2, "superseded": 1}}
-    # Nothing was parsed, so the rules are unknown: every way to change a level is offered.
-    assert again.decided_by == {}
-    notice = serving_notice(again, PUBLIC)
-    assert "3 indexed above it" in notice[0]
-    assert [line.split(" ")[0] for line in notice[1:4]] == ["documents"] * 3
-    assert "--default-classification public" in notice[1] and "public/" in notice[2]
-    assert "classification: public" in notice[3]
+    # Nothing was parsed again: the build's deciding rules are kept with its counts, and the
+    # operator is told what the build said.
+    assert again.decided_by == first.decided_by == {"default": {"restricted": 2}, "folder": {"restricted": 1}}
+    assert serving_notice(again, PUBLIC) == serving_notice(first, PUBLIC)
+    assert "3 indexed above it" in serving_notice(again, PUBLIC)[0]

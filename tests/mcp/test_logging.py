@@ -21,7 +21,7 @@ from fastmcp.client.transports import StdioTransport
 from governed_evidence import errors
 from governed_evidence.errors import ErrorCode
 from governed_evidence.mcp.errors import CALLER_FACING, error_text, to_tool_error
-from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
+from governed_evidence.search.lookup import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from tests.mcp.test_stdio import run
 
 

@@ -16,8 +16,8 @@ from fastmcp.client.transports import StdioTransport
 from governed_evidence.errors import ErrorCode, WarningCode
 from governed_evidence.mcp.errors import error_text
 from governed_evidence.mcp.status import ServerStatus
+from governed_evidence.search.lookup import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 from governed_evidence.search.models import ReadPassageResponse, SearchResponse, SourcesResponse
-from governed_evidence.search.reading import NOT_FOUND_HINT, NOT_FOUND_MESSAGE
 
 SURFACE = Path(__file__).with_name("surface.json")
 DOCUMENT_TOOLS = {"search_documents", "read_passage", "list_sources", "index_status"}

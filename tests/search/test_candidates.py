@@ -13,7 +13,7 @@ from governed_evidence.config import Classification
 from governed_evidence.search import sql
 from governed_evidence.search.candidates import Pool
 from governed_evidence.search.gate import documents_first
-from governed_evidence.search.rows import label, served_status
+from governed_evidence.search.records import label, served_status
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.connection import connect
 from tests.helpers import HashEmbedder

@@ -19,7 +19,7 @@ from governed_evidence.errors import (
     NotFoundError,
 )
 from governed_evidence.ingest.pipeline import ingest_corpus
-from governed_evidence.search.reading import NOT_FOUND_MESSAGE
+from governed_evidence.search.lookup import NOT_FOUND_MESSAGE
 from governed_evidence.search.service import SearchService
 from governed_evidence.search.tuning import SearchTuning
 from tests.helpers import HashEmbedder, write

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from governed_evidence.errors import ConfigError, InvalidRequestError
-from governed_evidence.evaluation.gate import evaluate_gate, load_gate
 from governed_evidence.evaluation.questions import load_questions
+from governed_evidence.evaluation.release_gate import evaluate_gate, load_gate
 from governed_evidence.evaluation.runner import SliceReport
 
 REPO = Path(__file__).resolve().parents[2]

@@ -26,8 +26,8 @@ from governed_evidence.search.models import (
     ReadPassageResponse,
     SourcesResponse,
 )
+from governed_evidence.search.records import label
 from governed_evidence.search.results import lifecycle_fields, passage_view
-from governed_evidence.search.rows import label
 from governed_evidence.store.meta import IndexMeta
 
 __all__ = [
