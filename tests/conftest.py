@@ -1,16 +1,14 @@
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from governed_evidence.config import Classification
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.search.service import SearchService
-from tests.helpers import HashEmbedder, small_corpus
+from tests.helpers import HashEmbedder, logging_restored, small_corpus
 
 
 @pytest.fixture
@@ -114,14 +112,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _logging_restored() -> Iterator[None]:
-    """A command run in-process (``main``) sets logging up on the captured stderr: put it back afterwards,
-    so later tests do not write to a closed capture."""
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
+    """A command run in-process (``main``) sets logging up on the captured stderr: put it back
+    afterwards, so later tests do not write to a closed capture (a fixture of a wider scope that
+    runs a command wraps it in :func:`tests.helpers.logging_restored` itself)."""
+    with logging_restored():
         yield
-    finally:
-        structlog.configure(**saved)
-        root.handlers[:] = handlers
-        root.setLevel(level)

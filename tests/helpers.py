@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import logging
 import os
 import re
 import subprocess
@@ -17,6 +19,7 @@ from types import ModuleType
 import apsw
 import numpy as np
 import pytest
+import structlog
 
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder, ModelIdentity, Vectors
@@ -269,3 +272,17 @@ def ungated_service(db: Path, embedder: Embedder, ceiling: Classification, memor
     return SearchService(
         db, ceiling=ceiling, embedder_factory=lambda: embedder, gate_enabled=False, vector_memory_bytes=memory
     )
+
+
+@contextlib.contextmanager
+def logging_restored() -> Iterator[None]:
+    """structlog's configuration and the root logger's handlers and level as they were before."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+        root.handlers[:] = handlers
+        root.setLevel(level)

@@ -23,7 +23,7 @@ from governed_evidence.config import Classification
 from governed_evidence.search.gate import GateThresholds
 from governed_evidence.store.connection import connect
 from tests.evaluation.html_tables import number, tables, text
-from tests.helpers import HashEmbedder
+from tests.helpers import HashEmbedder, logging_restored
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "data" / "sample_corpus"
@@ -41,7 +41,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, 
     out = folder / "out"
     try:
         real_stdout = sys.stdout
-        with capture.open("w", encoding="utf-8") as sink:
+        with capture.open("w", encoding="utf-8") as sink, logging_restored():
             sys.stdout = sink
             try:
                 code = cli.main(
