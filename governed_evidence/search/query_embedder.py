@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from governed_evidence.embeddings.base import Embedder
+from governed_evidence.embeddings.base import Embedder, embed_queries
 from governed_evidence.errors import EmbedderError
 from governed_evidence.logging import get_logger
 from governed_evidence.search.vectors import VectorMatrix
@@ -40,7 +40,7 @@ CALLER_THREAD_ROWS = 100_000
 
 
 def _embed_and_rank(embedder: Embedder, text: str, matrix: VectorMatrix | None, depth: int) -> Embedded:
-    vector = np.asarray(embedder.embed([text])[0], dtype=np.float32)
+    vector = np.asarray(embed_queries(embedder, [text])[0], dtype=np.float32)
     return vector, (matrix.knn(vector, depth) if matrix is not None else None)
 
 
