@@ -36,6 +36,7 @@ from pathlib import Path
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import IngestError
+from governed_evidence.ingest.calibrate import level_calibrations
 from governed_evidence.ingest.embed import embed_with_reuse
 from governed_evidence.ingest.fingerprint import INGEST_LOGIC_VERSION, corpus_fingerprint, fingerprint
 from governed_evidence.ingest.governance import load_governance
@@ -290,6 +291,7 @@ def ingest_corpus(
         report.embeddings_reused += copied_passages
         count_changes(report, read.items, previous)
         report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
+        similarity = level_calibrations(builder.conn, ceiling)
         builder.commit(
             IndexMeta(
                 embedding_model=identity.model_id,
@@ -305,6 +307,7 @@ def ingest_corpus(
                 excluded_above_ceiling=report.excluded_above_ceiling,
                 corpus_fingerprint=digest.corpus if deterministic else None,
                 settings_digest=digest.settings,
+                similarity=similarity,
             )
         )
     report.seconds["write"] = time.perf_counter() - t0

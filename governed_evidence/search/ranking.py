@@ -173,7 +173,13 @@ def prefetch_rows(candidates: Iterable[Candidate]) -> None:
 
 
 def assemble(
-    search_mode: SearchMode, pool: Pool, *, coverage: np.ndarray, cache: RowCache, model_id: str | None
+    search_mode: SearchMode,
+    pool: Pool,
+    *,
+    coverage: np.ndarray,
+    cache: RowCache,
+    model_id: str | None,
+    measured: tuple[float, float] | None = None,
 ) -> Columns:
     """``pool``'s passages fused, best first, each with its confidence (``coverage``: each
     pooled passage's keyword coverage); ``cache`` gives a passage's row when it is served."""
@@ -189,7 +195,7 @@ def assemble(
     similarity = 1.0 - pool.distance[at]
     missing = np.isnan(similarity)
     covered = coverage[at]
-    scores = confidence_array(similarity, covered, background, calibration_for(model_id), missing)
+    scores = confidence_array(similarity, covered, background, calibration_for(model_id, measured), missing)
     order = list(range(size))
     if search_mode == "hybrid":
         # RRF picks the candidates; they are ordered mostly by the same calibrated confidence

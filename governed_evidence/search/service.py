@@ -201,6 +201,7 @@ class SearchService:
             coverage=coverage(plan, cache, impacts, pool.ids),
             cache=cache,
             model_id=meta.embedding_model,
+            measured=meta.similarity_calibration(level),
         )
         watch.mark("signals")
         return Ranking(mode, search_mode, mode_reason, candidates, watch)
