@@ -34,7 +34,7 @@ SAMPLE = 1024
 FLOOR_QUANTILE = 0.5
 CEILING_QUANTILE = 0.1
 #: A ceiling less than this above the floor would make the rescaling a step: none is recorded.
-MIN_SPAN = 0.05
+MIN_SPAN = 0.02
 
 
 def measure_calibration(vectors: Vectors) -> tuple[float, float] | None:

@@ -81,7 +81,12 @@ def calibration_for(model_id: str | None, measured: tuple[float, float] | None =
     if known is not None:
         return known
     if measured is not None:
-        return ModelCalibration(floor=measured[0], ceiling=measured[1])
+        floor, ceiling = measured
+        # Distinctness is a gap between similarities, so it scales with the model's span: the
+        # share of it the tuned model's distinct_scale is (0.25 of MiniLM's 0.40).
+        tuned = CALIBRATIONS["sentence-transformers/all-MiniLM-L6-v2@int8-onnx"]
+        share = tuned.distinct_scale / (tuned.ceiling - tuned.floor)
+        return ModelCalibration(floor=floor, ceiling=ceiling, distinct_scale=share * (ceiling - floor))
     return _DEFAULT_CALIBRATION
 
 
