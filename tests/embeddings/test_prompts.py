@@ -16,7 +16,7 @@ from governed_evidence.embeddings.prompts import PRESETS, Prompting, resolve_pro
 from governed_evidence.errors import ConfigError
 from governed_evidence.ingest.pipeline import ingest_corpus
 from governed_evidence.search.service import SearchService
-from tests.helpers import HashEmbedder, meta_of, small_corpus
+from tests.helpers import HashEmbedder, meta_of, run_cli, small_corpus
 
 
 def _recording(prompting: Prompting, seen: list[dict[str, object]]) -> OpenAIEmbedder:
@@ -117,3 +117,15 @@ def test_an_index_is_never_queried_with_other_prompts(tmp_path: Path) -> None:
     response = other.search("train fares", mode="hybrid")
     assert response.search_mode == "keyword"
     assert "other query/passage prompts" in (response.search_mode_reason or "")
+
+
+def test_status_json_shows_the_prompts_the_index_was_built_with(tmp_path: Path) -> None:
+    corpus = small_corpus(tmp_path / "corpus")
+    db = tmp_path / "index.sqlite"
+    ingest_corpus(corpus, db, _Prompted("query: "), ceiling=Classification.RESTRICTED, progress=None)
+    # The configured embedder is an endpoint nobody listens on: status still reads the index.
+    env = {"GOVERNED_EVIDENCE_EMBEDDER": "openai", "GOVERNED_EVIDENCE_OPENAI_BASE_URL": "http://127.0.0.1:9"}
+    done = run_cli("status", "--db", str(db), "--json", env=env, log_level="WARNING")
+    status = json.loads(done.stdout)
+    assert status["embedding_model"] == "test/hash-bow [query_prefix='query: ']"
+    assert status["semantic_search"] == "unavailable"
