@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     openai_model: str = "nomic-embed-text"
     openai_api_key: SecretStr | None = None
     openai_timeout_s: float = Field(default=30.0, gt=0)
+    #: How a query is told from a passage (embeddings/prompts.py): a named family's prompts,
+    #: each prefix overridable by hand, and an optional ``input_type`` pair (query/passage).
+    openai_preset: Literal["none", "e5", "nomic", "bge", "gte", "arctic", "mxbai"] = "none"
+    openai_query_prefix: str | None = None
+    openai_passage_prefix: str | None = None
+    openai_input_type: str = Field(default="", pattern=r"^$|^[^/\s]+/[^/\s]+$")
     #: Largest source file ingest will open.
     max_file_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     #: Memory the server may use to hold the searchable vectors for fast meaning search

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "ModelIdentity", "Vectors"]
+__all__ = ["AsymmetricEmbedder", "Embedder", "ModelIdentity", "Vectors", "embed_queries"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -28,6 +28,13 @@ class ModelIdentity:
     def describe_mismatch(self, index_model_id: str, index_dimension: int) -> str | None:
         """Why vectors from this model cannot be compared with the index's, or None."""
         if self.model_id != index_model_id:
+            # An asymmetric model's id carries its prompts after " [" (embeddings/openai.py):
+            # the same model with other prompts makes vectors the index's cannot be compared with.
+            if self.model_id.split(" [", 1)[0] == index_model_id.split(" [", 1)[0]:
+                return (
+                    f"the index was built with {index_model_id}, the query embedder is {self.model_id}"
+                    " (the same model with other query/passage prompts)"
+                )
             return f"the index was built with {index_model_id}, the query embedder is {self.model_id}"
         if self.dimension != index_dimension:
             return f"the index holds {index_dimension}-d vectors, the query embedder makes {self.dimension}-d"
@@ -42,3 +49,22 @@ class Embedder(Protocol):
     def identity(self) -> ModelIdentity: ...
 
     def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+class AsymmetricEmbedder(Embedder, Protocol):
+    """An embedder that embeds a search query otherwise than a passage (a prompt, an
+    ``input_type``); :meth:`embed` embeds passages."""
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """``texts`` embedded as search queries: by the embedder's query side when it has one,
+    else as any text (a symmetric model such as MiniLM)."""
+    # Looked up on the type, not with isinstance: a runtime protocol check reads every
+    # member, and reading an endpoint embedder's identity may call the endpoint.
+    method = getattr(type(embedder), "embed_queries", None)
+    if method is None:
+        return embedder.embed(texts)
+    result: Vectors = method(embedder, texts)
+    return result

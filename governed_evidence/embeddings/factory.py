@@ -19,13 +19,21 @@ def make_embedder(settings: Settings, name: str | None = None) -> Embedder:
     choice = name or settings.embedder
     if choice == "openai":
         from governed_evidence.embeddings.openai import OpenAIEmbedder
+        from governed_evidence.embeddings.prompts import resolve_prompting
 
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        prompting = resolve_prompting(
+            settings.openai_preset,
+            settings.openai_query_prefix,
+            settings.openai_passage_prefix,
+            settings.openai_input_type,
+        )
         return OpenAIEmbedder(
             settings.openai_base_url,
             settings.openai_model,
             api_key=key,
             timeout_s=settings.openai_timeout_s,
+            prompting=prompting,
         )
     from governed_evidence.embeddings.minilm import MiniLMEmbedder
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
+from governed_evidence.ingest.calibrate import level_calibrations
 from governed_evidence.ingest.embed import embed_with_reuse, embedding_key
 from governed_evidence.search.models import SearchMode
 from governed_evidence.search.service import SearchService
@@ -132,6 +133,7 @@ def build_beir_index(dataset: Path, db: Path, embedder: Embedder) -> dict[str, f
                 corpus_name=dataset.name,
                 documents=len(docs),
                 passages=len(docs),
+                similarity=level_calibrations(builder.conn, Classification.PUBLIC),
             )
         )
     return {

@@ -17,7 +17,9 @@ from governed_evidence.errors import InvalidRequestError
 
 __all__ = ["SLICES", "Question", "load_questions"]
 
-SLICES = ("answerable", "paraphrase", "unanswerable", "denied", "secret", "superseded")
+#: ``crosslingual``: a question in French or German about a document in English, scored as
+#: ``answerable`` is (a measured slice, thresholded nowhere).
+SLICES = ("answerable", "paraphrase", "crosslingual", "unanswerable", "denied", "secret", "superseded")
 
 
 @dataclass(frozen=True)

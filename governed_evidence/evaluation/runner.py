@@ -226,7 +226,7 @@ def run_slices(
     governance_for = governance_for or service_for
     gated = service_for(ceiling, True)
     reports: list[SliceReport] = []
-    for name in ("answerable", "paraphrase"):
+    for name in ("answerable", "paraphrase", "crosslingual"):
         if name in by_slice:
             reports.append(retrieval_report(by_slice[name], gated, mode, name))
     if "unanswerable" in by_slice:

@@ -153,7 +153,7 @@ def score_corpus(
 ) -> list[SliceReport]:
     """The retrieval and abstention slices of one corpus, named ``name:slice``."""
     reports: list[SliceReport] = []
-    for slice_name in ("answerable", "paraphrase"):
+    for slice_name in ("answerable", "paraphrase", "crosslingual"):
         chosen = [q for q in questions if q.slice == slice_name]
         if chosen:
             reports.append(_retrieval(f"{name}:{slice_name}", chosen, service, mode))

@@ -39,7 +39,8 @@ __all__ = ["INGEST_LOGIC_VERSION", "CorpusDigest", "corpus_fingerprint", "finger
 #: 7: ERB and Handlebars template tags removed like Liquid's; no title or heading holds a tag
 #: 8: CSV and TSV read like a sheet
 #: 9: a governance rule's link, stored as the document's source link
-INGEST_LOGIC_VERSION = 9
+#: 10: the similarity calibration measured per level at ingest, recorded in the meta
+INGEST_LOGIC_VERSION = 10
 
 
 @dataclass(frozen=True)

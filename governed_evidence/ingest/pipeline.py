@@ -37,6 +37,7 @@ from pathlib import Path
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import IngestError
+from governed_evidence.ingest.calibrate import level_calibrations
 from governed_evidence.ingest.embed import embed_with_reuse
 from governed_evidence.ingest.fingerprint import INGEST_LOGIC_VERSION, corpus_fingerprint, fingerprint
 from governed_evidence.ingest.governance import load_governance
@@ -299,6 +300,7 @@ def ingest_corpus(
         report.embeddings_reused += copied_passages
         count_changes(report, read.items, previous)
         report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
+        similarity = level_calibrations(builder.conn, ceiling)
         builder.commit(
             IndexMeta(
                 embedding_model=identity.model_id,
@@ -317,6 +319,7 @@ def ingest_corpus(
                 build_counts=json.dumps(
                     {"by_classification": report.by_classification, "decided_by": report.decided_by}, sort_keys=True
                 ),
+                similarity=similarity,
             )
         )
     report.seconds["write"] = time.perf_counter() - t0

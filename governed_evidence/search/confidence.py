@@ -57,15 +57,28 @@ class ModelCalibration:
     coverage_weight: float = 0.8
 
 
-#: Measured per model; an unknown model gets a conservative default (it must earn trust).
+#: Measured per model on the tuning suites' questions; a model without an entry gets the
+#: calibration measured over its index's corpus at ingest (embeddings/calibration.py), and
+#: an index without one (built before it was recorded) a conservative default.
 CALIBRATIONS: dict[str, ModelCalibration] = {
     "sentence-transformers/all-MiniLM-L6-v2@int8-onnx": ModelCalibration(floor=0.15, ceiling=0.55),
 }
 _DEFAULT_CALIBRATION = ModelCalibration(floor=0.30, ceiling=0.75)
 
 
-def calibration_for(model_id: str | None) -> ModelCalibration:
-    return CALIBRATIONS.get(model_id or "", _DEFAULT_CALIBRATION)
+def calibration_for(model_id: str | None, measured: tuple[float, float] | None = None) -> ModelCalibration:
+    """The model's calibration; ``measured``: the (floor, ceiling) its index records."""
+    known = CALIBRATIONS.get(model_id or "")
+    if known is not None:
+        return known
+    if measured is not None:
+        floor, ceiling = measured
+        # Distinctness is a gap between similarities, so it scales with the model's span: the
+        # share of it the tuned model's distinct_scale is (0.25 of MiniLM's 0.40).
+        tuned = CALIBRATIONS["sentence-transformers/all-MiniLM-L6-v2@int8-onnx"]
+        share = tuned.distinct_scale / (tuned.ceiling - tuned.floor)
+        return ModelCalibration(floor=floor, ceiling=ceiling, distinct_scale=share * (ceiling - floor))
+    return _DEFAULT_CALIBRATION
 
 
 class Signals(NamedTuple):

@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from governed_evidence.embeddings.base import Embedder
+from governed_evidence.embeddings.base import Embedder, embed_queries
 from governed_evidence.errors import EmbedderError
 from governed_evidence.logging import get_logger
 from governed_evidence.store.meta import IndexMeta
@@ -25,7 +25,7 @@ log = get_logger("search")
 
 
 def _embed(embedder: Embedder, text: str) -> np.ndarray:
-    return np.asarray(embedder.embed([text])[0], dtype=np.float32)
+    return np.asarray(embed_queries(embedder, [text])[0], dtype=np.float32)
 
 
 class QueryEmbedder:

@@ -230,7 +230,7 @@ class SearchService:
             search_mode,
             pool,
             coverage=coverage(conn, plan, impacts, pool.ids),
-            calibration=calibration_for(meta.embedding_model),
+            calibration=calibration_for(meta.embedding_model, meta.similarity_calibration(level)),
         )
         watch.mark("candidates")
         return Ranking(

@@ -17,6 +17,7 @@ from governed_evidence.store.schema import SCHEMA_VERSION
 __all__ = ["IndexMeta"]
 
 _FTS_ROWS = "fts_rows_"
+_SIMILARITY = "similarity_"
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,15 @@ class IndexMeta:
     schema_version: int = SCHEMA_VERSION
     #: Rows of each level's full-text index, by level label (the bm25 and gate statistics).
     fts_rows: Mapping[str, int] = field(default_factory=dict)
+    #: The embedding model's similarity calibration measured over the corpus at ingest
+    #: (embeddings/calibration.py), by level label: (floor, ceiling) measured over the
+    #: passages at or below that level only, so nothing above a caller's level shapes a
+    #: score it is served. Empty in indexes built before it was recorded.
+    similarity: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def similarity_calibration(self, level: Classification) -> tuple[float, float] | None:
+        """(floor, ceiling) measured at ingest over the passages at or below ``level``, or None."""
+        return self.similarity.get(level.label)
 
     def fts_row_count(self, level: Classification) -> int:
         return int(self.fts_rows.get(level.label, 0))
@@ -82,6 +92,7 @@ class IndexMeta:
         if self.build_counts is not None:
             out["build_counts"] = self.build_counts
         out.update({f"{_FTS_ROWS}{label}": str(n) for label, n in self.fts_rows.items()})
+        out.update({f"{_SIMILARITY}{label}": f"{lo!r},{hi!r}" for label, (lo, hi) in self.similarity.items()})
         return out
 
     @classmethod
@@ -112,6 +123,12 @@ class IndexMeta:
                 build_counts=rows.get("build_counts"),
                 schema_version=SCHEMA_VERSION,
                 fts_rows={k[len(_FTS_ROWS) :]: int(v) for k, v in rows.items() if k.startswith(_FTS_ROWS)},
+                similarity={k[len(_SIMILARITY) :]: _pair(v) for k, v in rows.items() if k.startswith(_SIMILARITY)},
             )
         except (KeyError, ValueError):
             raise IndexCorruptError("the index metadata is incomplete or damaged; rebuild it") from None
+
+
+def _pair(value: str) -> tuple[float, float]:
+    floor, ceiling = value.split(",")
+    return float(floor), float(ceiling)

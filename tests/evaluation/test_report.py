@@ -59,7 +59,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, 
 def test_every_slice_per_mode_in_the_page_is_the_runs_json(run: tuple[dict[str, Any], str, Path]) -> None:
     result, html, _ = run
     rows = tables(html)["slices"]
-    assert len(rows) == len(result["reports"]) == 18  # six slices, three modes
+    assert len(rows) == len(result["reports"]) == 21  # seven slices (crosslingual among them), three modes
     for row, report in zip(rows, result["reports"], strict=True):
         assert row[:5] == [report["slice"], report["mode"], str(report["n"]), str(report["pass"]), str(report["fail"])]
         shown = dict(pair.split("=") for pair in row[5].split())
