@@ -21,10 +21,11 @@ from governed_evidence.store.previous import reusable_vectors
 
 __all__ = ["BATCH", "Embedded", "embed_with_reuse", "embedding_key"]
 
-#: Texts per embedder call, so progress moves every second or two: 8 texts of 256 tokens take
-#: about 1 s of the default model on 2 cores, under load several; 256 took 10 to 60 s.
-#: Calls are in length order (below), so a small call pads no more than a large one would.
-BATCH = 8
+#: Texts per embedder call (the default model's own batch), so progress moves every second
+#: or so: 4 texts of 256 tokens take about 0.5 s of the model on 2 cores, under load a few
+#: times that; 256 took 10 to 60 s. Calls are in length order (below), so a small call pads
+#: no more than a large one would.
+BATCH = 4
 
 ProgressFn = Callable[[str, int, int], None]
 

@@ -36,7 +36,7 @@ def test_off_a_terminal_a_line_when_a_stage_starts_every_few_seconds_and_one_at_
     lines = out.getvalue().splitlines()
     assert lines[0] == "ingest: embedding 0/1,000 passages"
     # 16 s of work: the start, a line every LINE_INTERVAL_S, and the end.
-    assert lines[1] == "ingest: embedding 320/1,000 passages (64.0/s, about 11 s left)"
+    assert lines[1] == "ingest: embedding 256/1,000 passages (64.0/s, about 12 s left)"
     assert len(lines) == 2 + int(15 // LINE_INTERVAL_S)
     # "done in" counts from the stage's start, not from its first progress.
     assert lines[-1] == "ingest: embedding 1,000/1,000 passages, done in 16 s"
