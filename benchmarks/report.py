@@ -47,6 +47,11 @@ def _goal_table(results: dict[str, Any]) -> list[str]:
         f"| Non-embedding share of ingest (GSA handbook, real model) | <= 10% "
         f"| {'-' if share is None else f'{100 * share:.1f}%'} | {_status(share, 0.10)} |"
     )
+    rss = handbook["peak_rss_mb"] if handbook else None
+    rows.append(
+        f"| Ingest peak RSS (GSA handbook, real model) | <= 600 MB "
+        f"| {'-' if rss is None else f'{rss:,.0f} MB'} | {_status(rss, 600)} |"
+    )
     scale = results.get("ingest_scale")
     again = scale["reingest"]["seconds"].get("total") if scale else None
     passages = scale["reingest"]["passages"] if scale else 0

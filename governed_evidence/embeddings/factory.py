@@ -58,6 +58,10 @@ class LazyEmbedder:
     def loaded(self) -> bool:
         return self._embedder is not None
 
+    def load(self) -> None:
+        """Make the embedder now (an ingest says so in its progress)."""
+        self._get()
+
     def _get(self) -> Embedder:
         if self._embedder is None:
             embedder = self._make()

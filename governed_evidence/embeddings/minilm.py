@@ -30,7 +30,11 @@ _TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f4115
 DIMENSION = 384
 #: The model was trained on 256-token windows; the tokenizer file's default is 128.
 _MAX_TOKENS = 256
-_BATCH_SIZE = 32
+#: Texts per model run. onnxruntime's memory arena keeps, for the session's life, what the
+#: largest batch shape needed: 32 texts of 256 tokens took 1.2 GB above the loaded model, 4
+#: take 150 MB, at the same processor time a text (docs/performance.md, "Ingest memory").
+#: The arena stays on: without it every run allocates afresh, 15-50% slower on long texts.
+_BATCH_SIZE = 4
 
 
 def _sha256(path: Path) -> str:

@@ -38,12 +38,10 @@ from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.errors import IngestError
 from governed_evidence.ingest.calibrate import level_calibrations
-from governed_evidence.ingest.embed import embed_with_reuse
 from governed_evidence.ingest.fingerprint import INGEST_LOGIC_VERSION, corpus_fingerprint, fingerprint
 from governed_evidence.ingest.governance import load_governance
 from governed_evidence.ingest.passages import MAX_PASSAGE_CHARS
 from governed_evidence.ingest.reading import (
-    Copied,
     count_changes,
     full_build_reason,
     note_skipped,
@@ -53,12 +51,12 @@ from governed_evidence.ingest.reading import (
 )
 from governed_evidence.ingest.report import IngestReport, ProgressFn, indexed_outcome, terminal_progress
 from governed_evidence.ingest.sources import Source, hard_link_groups, sources
+from governed_evidence.ingest.writer import ChunkWriter
 from governed_evidence.logging import get_logger
 from governed_evidence.store.build import CarryOver, IndexBuilder
 from governed_evidence.store.lifecycle import Clock, utc_today
 from governed_evidence.store.meta import IndexMeta
 from governed_evidence.store.previous import KeptIndex, PreviousIndex, built_from, kept_index, previous_index
-from governed_evidence.store.rows import CopiedDocument
 
 __all__ = [
     "INGEST_LOGIC_VERSION",
@@ -247,57 +245,40 @@ def ingest_corpus(
     report.build = "full" if previous is None else "incremental"
     if previous is None:
         report.full_build_reason = full_build_reason(db, force=force)
-    read = read_corpus(
-        corpus,
-        root,
-        considered,
-        groups,
-        governance,
-        report,
-        ceiling=ceiling,
-        default_classification=default_classification,
-        max_file_bytes=max_file_bytes,
-        model_id=identity.model_id,
-        progress=progress,
-        today=today,
-        previous=previous,
-        hashes=digest,
-    )
-    prepared, deterministic = read.prepared, read.deterministic
-
-    t0 = time.perf_counter()
-    all_rows = [p for item in prepared for p in item.passages]
-    all_inputs = [t for item in prepared for t in item.embed_inputs]
-    embedded = embed_with_reuse(
-        db, embedder, [(row.text_hash, text) for row, text in zip(all_rows, all_inputs, strict=True)], progress=progress
-    )
-    report.embeddings_reused = embedded.reused
-    report.embeddings_computed = embedded.computed
-    report.seconds["embed"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
     copy_from = db if previous is not None else None
     with IndexBuilder(
         db, dimension=identity.dimension, ceiling=ceiling, carry_over=carry_over, copy_from=copy_from
     ) as builder:
-        copied_passages = 0
-        run: list[CopiedDocument] = []
-        for item in read.items:
-            if isinstance(item, Copied):
-                run.append(item.document)
-                continue
-            # Consecutive unchanged documents are copied in one go, in build order.
-            copied_passages += builder.copy_documents(run)
-            run = []
-            doc_id = builder.add_document(item.row)
-            for row in item.passages:
-                builder.add_passage(doc_id, row, embedded.vectors[row.text_hash])
-        copied_passages += builder.copy_documents(run)
+        # Each document is written as it is read, a chunk of passages at a time: the build
+        # never holds the corpus's texts and vectors (docs/performance.md, "Ingest memory").
+        writer = ChunkWriter(builder, embedder, db, progress=progress)
+        read = read_corpus(
+            corpus,
+            root,
+            considered,
+            groups,
+            governance,
+            report,
+            ceiling=ceiling,
+            default_classification=default_classification,
+            max_file_bytes=max_file_bytes,
+            model_id=identity.model_id,
+            progress=progress,
+            today=today,
+            previous=previous,
+            hashes=digest,
+            sink=writer.add,
+        )
+        writer.finish()
+        report.embeddings_reused = writer.reused
+        report.embeddings_computed = writer.computed
+        report.seconds["embed"] = writer.embed_seconds
+        t0 = time.perf_counter()
         report.documents_indexed = len(read.items)
         report.superseded_documents = sum(1 for item in read.items if superseded_by_of(item))
-        report.passages = len(all_rows) + copied_passages
+        report.passages = writer.passages + writer.copied_passages
         # A copied passage's vector is a stored one too: reused + computed = passages.
-        report.embeddings_reused += copied_passages
+        report.embeddings_reused += writer.copied_passages
         count_changes(report, read.items, previous)
         report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
         similarity = level_calibrations(builder.conn, ceiling)
@@ -314,7 +295,7 @@ def ingest_corpus(
                 documents=report.documents_indexed,
                 passages=report.passages,
                 excluded_above_ceiling=report.excluded_above_ceiling,
-                corpus_fingerprint=digest.corpus if deterministic else None,
+                corpus_fingerprint=digest.corpus if read.deterministic else None,
                 settings_digest=digest.settings,
                 build_counts=json.dumps(
                     {"by_classification": report.by_classification, "decided_by": report.decided_by}, sort_keys=True
@@ -322,7 +303,8 @@ def ingest_corpus(
                 similarity=similarity,
             )
         )
-    report.seconds["write"] = time.perf_counter() - t0
+    # Writing rows as they come, and the commit (its checks, the durable rename).
+    report.seconds["write"] = writer.write_seconds + time.perf_counter() - t0
     report.seconds["total"] = time.perf_counter() - started
     log.info(
         "ingest_finished",

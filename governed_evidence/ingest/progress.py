@@ -2,8 +2,11 @@
 
 A large corpus spends minutes reading files and embedding passages; silence for that long
 reads as a hang. On a terminal, rich draws one bar per stage (done/total, elapsed, time
-left); when stderr is a file or a pipe (CI, a container log) a line is written at most every
-:data:`LINE_INTERVAL_S` seconds and when a stage ends, so the log stays short. stdout is never
+left); when stderr is a file or a pipe (CI, a container log) a line is written when a stage
+starts, at most every :data:`LINE_INTERVAL_S` seconds after, and when it ends, so the log
+stays short. A build's stages: reading the files (which, as each document is embedded and
+written as it is read, is the whole build: its time left is the build's), loading the model,
+and embedding, whose total is known only once the last file is read. stdout is never
 touched: ``ingest --json`` still prints one JSON document there. ``ingest --quiet`` passes no
 progress at all.
 """
@@ -20,10 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = ["LINE_INTERVAL_S", "STAGE_UNITS", "IngestProgress"]
 
-#: Least time between two plain progress lines of one stage.
-LINE_INTERVAL_S = 5.0
+#: Least time between two plain progress lines of one stage. A line is written on the first
+#: progress after it, and progress comes every batch (about a second), so lines come every 4
+#: to 5 s while a stage moves.
+LINE_INTERVAL_S = 4.0
 #: What each stage counts.
-STAGE_UNITS = {"reading": "files", "embedding": "passages"}
+STAGE_UNITS = {"reading": "files", "embedding": "passages", "model": "model"}
 
 
 def _duration(seconds: float) -> str:
@@ -87,25 +92,34 @@ class IngestProgress:
                 console=Console(file=self._stream, force_terminal=True),
             )
             self._bar.start()
+        # An unknown total (still reading) draws a pulsing bar.
+        known = total if total >= 0 else None
         if stage not in self._tasks:
-            self._tasks[stage] = self._bar.add_task(stage, total=total, unit=STAGE_UNITS.get(stage, "items"))
-        self._bar.update(self._tasks[stage], completed=done, total=total)
+            self._tasks[stage] = self._bar.add_task(stage, total=known, unit=STAGE_UNITS.get(stage, "items"))
+        self._bar.update(self._tasks[stage], completed=done, total=known)
 
     def _line(self, stage: str, done: int, total: int, now: float) -> None:
-        finished = done >= total
+        finished = 0 <= total <= done
         last = self._last_line.get(stage)
         if not finished and last is not None and now - last < LINE_INTERVAL_S:
             return
-        if not finished and last is None and done == 0:
-            return  # nothing to say yet; the first line comes with the first progress
         self._last_line[stage] = now
         elapsed = now - self._started[stage]
+        if stage == "model":
+            text = f"embedding model loaded in {_duration(elapsed)}" if finished else "loading the embedding model"
+            print(f"ingest: {text}", file=self._stream, flush=True)
+            return
         unit = STAGE_UNITS.get(stage, "items")
+        rate = done / elapsed if elapsed > 0 and done > 0 else 0.0
+        if total < 0:
+            # Not known yet (passages to embed, while files are still read): no time left.
+            text = f"ingest: {stage} {done:,} {unit} so far"
+            print(text + (f" ({rate:.1f}/s)" if rate else ""), file=self._stream, flush=True)
+            return
         text = f"ingest: {stage} {done:,}/{total:,} {unit}"
         if finished:
             text += f", done in {_duration(elapsed)}"
-        elif elapsed > 0 and done > 0:
-            rate = done / elapsed
+        elif rate:
             text += f" ({rate:.1f}/s, about {_duration((total - done) / rate)} left)"
         print(text, file=self._stream, flush=True)
 

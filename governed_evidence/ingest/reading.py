@@ -10,6 +10,7 @@ against the index being replaced.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path, PurePosixPath
@@ -144,6 +145,7 @@ def read_corpus(
     today: date,
     previous: PreviousIndex | None = None,
     hashes: CorpusDigest | None = None,
+    sink: Callable[[Prepared | Copied], None] | None = None,
 ) -> Read:
     """Classify, guard and parse every considered file, counting each in ``report``.
 
@@ -151,10 +153,24 @@ def read_corpus(
     build would index, refuse and skip. With ``previous`` (an incremental build), a file
     :func:`copyable` finds unchanged is copied instead: the fingerprint walk has already run
     the name and location guards on it, and its level and lifecycle are the stored ones.
+
+    ``sink``, when given, gets each document to index as soon as it is read (a build
+    writes it then: :class:`~governed_evidence.ingest.writer.ChunkWriter`); the time it
+    takes is not counted as parsing.
     """
     parse_started = time.perf_counter()
+    sink_seconds = 0.0
     deterministic = True
     items: list[Prepared | Copied] = []
+
+    def keep(item: Prepared | Copied) -> None:
+        nonlocal sink_seconds
+        items.append(item)
+        if sink is not None:
+            t0 = time.perf_counter()
+            sink(item)
+            sink_seconds += time.perf_counter() - t0
+
     for index, source in enumerate(considered):
         if progress is not None:
             progress("reading", index, len(considered))
@@ -175,9 +191,9 @@ def read_corpus(
             # What parsing it reported then is reported again, in the same place.
             report.warnings.extend((str(rel), warning) for warning in old.warnings)
             report.passages_refused += old.passages_refused
-            items.append(Copied(CopiedDocument(old.id, str(rel), old.content_hash, old.classification, mtime), old))
             outcome = indexed_outcome(old.superseded_by is not None, stored_status(old.lifecycle))
             report.count(old.classification, old.decided_by, outcome, str(rel), _rule(governance, rel, old.decided_by))
+            keep(Copied(CopiedDocument(old.id, str(rel), old.content_hash, old.classification, mtime), old))
             continue
         # The level as far as it is known, for the per-level counts of the report.
         seen: Classified | None = None
@@ -237,14 +253,14 @@ def read_corpus(
                 report.count(seen.level, seen.decided_by, "rejected", name, _rule(governance, rel, seen.decided_by))
             deterministic = False
             continue
-        items.append(item)
         outcome = indexed_outcome(item.row.superseded_by is not None, item.row.lifecycle.status)
         report.count(
             item.row.classification, decided.decided_by, outcome, str(rel), _rule(governance, rel, decided.decided_by)
         )
+        keep(item)
     if progress is not None and considered:
         progress("reading", len(considered), len(considered))
-    report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started
+    report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started - sink_seconds
 
     replaced = {path_of(item): superseded_by_of(item) for item in items}
     for path_name, target in replaced.items():

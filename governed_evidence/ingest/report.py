@@ -20,6 +20,7 @@ from governed_evidence.store.lifecycle import Status
 __all__ = [
     "OUTCOMES",
     "READABLE_OUTCOMES",
+    "UNKNOWN",
     "FileLabel",
     "IngestReport",
     "Outcome",
@@ -31,6 +32,8 @@ __all__ = [
 
 #: ``(stage, done, total)``, called as a long stage advances.
 ProgressFn = Callable[[str, int, int], None]
+#: The ``total`` of a stage whose total is not known yet.
+UNKNOWN = -1
 
 #: What became of a classified document: served by search; indexed but kept out of search
 #: as superseded, draft or deprecated (readable by citation id); above the build ceiling
