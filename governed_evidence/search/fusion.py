@@ -20,7 +20,8 @@ RRF_K = 60
 COVERAGE_EXPONENT = 0.5
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a search makes one per fused candidate, and nothing assigns to one.
+@dataclass(slots=True)
 class Fused:
     """One fused passage: its fused score and its rank in each ranking (None: not in it)."""
 

@@ -15,6 +15,7 @@ from governed_evidence.store.schema import fts_table, terms_table
 
 __all__ = [
     "BM25_WEIGHTS",
+    "VISIBILITY_INDEX",
     "cosine_distances",
     "count_searchable",
     "document_frequencies",
@@ -32,6 +33,9 @@ __all__ = [
     "vector_sql",
     "visibility_sql",
 ]
+
+#: The covering index of the ceiling check (store/schema.py).
+VISIBILITY_INDEX = "passages_visible"
 
 #: Column weights for bm25(title, heading, body): a match in a title or heading counts more.
 BM25_WEIGHTS = (4.0, 2.0, 1.0)
@@ -96,21 +100,22 @@ def count_searchable(conn: apsw.Connection, level: Classification) -> int:
 
 
 def passage_documents(conn: apsw.Connection, level: Classification, ids: set[int]) -> dict[int, int]:
-    """The document id of each searchable passage of ``ids`` at or below ``level``, in ascending
-    passage id: the second ceiling check of a search's candidates."""
+    """The document id of each searchable passage of ``ids`` at or below ``level``: the second
+    ceiling check of a search's candidates."""
     if not ids:
         return {}
-    ordered = sorted(ids)
-    rows = conn.execute(visibility_sql(len(ordered)), (*ordered, int(level)))
+    rows = conn.execute(visibility_sql(len(ids)), (*ids, int(level)))
     return {int(pid): int(document_id) for pid, document_id in rows}
 
 
 def visibility_sql(count: int) -> str:
     """The statement of :func:`passage_documents` for ``count`` ids, then the level."""
+    # The covering index of the check's own columns (every index file of this schema has it):
+    # SQLite would otherwise look each id up in the passages table, whose rows hold their text.
     # No join to documents: the gate groups by document id, and a path is read with the row.
     return (
-        f"SELECT p.id, p.document_id FROM passages p "
-        f"WHERE p.id IN ({','.join('?' * count)}) AND p.classification <= ? AND p.searchable = 1 ORDER BY p.id"
+        f"SELECT p.id, p.document_id FROM passages p INDEXED BY {VISIBILITY_INDEX} "
+        f"WHERE p.id IN ({','.join('?' * count)}) AND p.classification <= ? AND p.searchable = 1"
     )
 
 
