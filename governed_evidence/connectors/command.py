@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governed_evidence.config import Classification, Settings, parse_level
-from governed_evidence.connectors.config import ConnectorConfig, DriveSource, GraphSource, SourceConfig, load_config
-from governed_evidence.connectors.http import Http
-from governed_evidence.connectors.mirror import MirrorSource, SyncReport, sync_mirror
 from governed_evidence.errors import ConfigError, ConnectorError
 
+# What a sync runs on is imported when one runs: every command registers these, and `serve`
+# must not pay for httpx or the ingest modules at start-up (tests/mcp/test_startup.py).
 if TYPE_CHECKING:
+    from governed_evidence.connectors.config import ConnectorConfig, SourceConfig
+    from governed_evidence.connectors.http import Http
+    from governed_evidence.connectors.mirror import MirrorSource, SyncReport
     from governed_evidence.ingest.report import IngestReport
 
 __all__ = ["make_source", "refresh", "register", "sync"]
@@ -29,6 +31,8 @@ _LEVELS = [c.label for c in Classification]
 
 
 def make_source(config: SourceConfig, http: Http) -> MirrorSource:
+    from governed_evidence.connectors.config import DriveSource, GraphSource
+
     if isinstance(config, GraphSource):
         from governed_evidence.connectors.graph import GraphDrive
 
@@ -42,6 +46,9 @@ def make_source(config: SourceConfig, http: Http) -> MirrorSource:
 
 def sync(config: ConnectorConfig, settings: Settings) -> SyncReport:
     """Mirror every source of ``config``; :class:`ConnectorError` keeps the last good mirror."""
+    from governed_evidence.connectors.http import Http
+    from governed_evidence.connectors.mirror import sync_mirror
+
     clients = [Http(timeout=s.timeout_seconds, deadline_seconds=s.deadline_seconds) for s in config.sources]
     try:
         sources = [make_source(s, http) for s, http in zip(config.sources, clients, strict=True)]
@@ -90,6 +97,8 @@ def _print_sync(report: SyncReport) -> None:
 
 
 def _cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
+    from governed_evidence.connectors.config import load_config
+
     report = sync(load_config(Path(args.config)), settings)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
@@ -99,6 +108,8 @@ def _cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_refresh(args: argparse.Namespace, settings: Settings) -> int:
+    from governed_evidence.connectors.config import load_config
+
     config = load_config(Path(args.config))
     db = Path(args.db) if args.db else config.index or settings.db
     report, built = refresh(

@@ -357,8 +357,10 @@ RECEIPT_DIGESTS = frozenset({"id", "args", "ids", "cited", "sig", "key"})
 
 
 def receipt_words(receipt: dict[str, Any]) -> dict[str, Any]:
-    """What of a receipt is text to scan: all but its digests (the index's model, not its fingerprint)."""
-    kept = {k: v for k, v in receipt.items() if k not in RECEIPT_DIGESTS}
+    """What of a receipt is text to scan: all but its digests and the time it was issued (the
+    server's clock, whose year a restricted document may happen to name); the index's model,
+    not its fingerprint."""
+    kept = {k: v for k, v in receipt.items() if k not in RECEIPT_DIGESTS and k != "at"}
     if isinstance(kept.get("index"), dict):
         kept["index"] = {k: v for k, v in kept["index"].items() if k != "fp"}
     return kept
@@ -372,6 +374,9 @@ def scan(found: Detectors, value: Any, key: str = "") -> list[str]:
     """
     if key == "receipt" and isinstance(value, dict):
         value = receipt_words(value)
+    if key == "public_key":
+        # The receipt key's public half (index_status): random bytes in base64url, not text.
+        return []
     if isinstance(value, str):
         if value[:1] in "{[":
             try:
