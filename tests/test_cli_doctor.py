@@ -15,6 +15,7 @@ import pytest
 
 from governed_evidence.cli import main
 from governed_evidence.config import Settings
+from governed_evidence.store.schema import SCHEMA_VERSION
 from tests.helpers import HashEmbedder
 
 PROVIDERS = ("OECD", "ECB", "ESTAT", "IMF", "BIS", "UNICEF", "ILO", "ISTAT", "INSEE")
@@ -57,7 +58,7 @@ def test_settings_say_where_each_came_from_and_never_show_a_secret(
     assert rows["GOVERNED_EVIDENCE_SDMX_PROXY"]["value"] == "(set, not shown)"
     for shown in (json.dumps(report), text):
         assert "hunter2secret" not in shown and "alice" not in shown
-    assert _check(report, "index")["ok"] and "schema 5" in _check(report, "index")["detail"]
+    assert _check(report, "index")["ok"] and f"schema {SCHEMA_VERSION}" in _check(report, "index")["detail"]
     assert _check(report, "embedding model") == {
         "check": "embedding model",
         "ok": True,
