@@ -35,8 +35,8 @@ from governed_evidence.config import Classification
 from governed_evidence.embeddings.minilm import DIMENSION, MODEL_ID, MODEL_SHA256
 from governed_evidence.ingest.embed import embedding_key
 from governed_evidence.store.build import IndexBuilder
+from governed_evidence.store.build_rows import DocumentRow, PassageRow
 from governed_evidence.store.meta import IndexMeta
-from governed_evidence.store.rows import DocumentRow, PassageRow
 from governed_evidence.store.text import search_text
 
 __all__ = ["GENERATOR_VERSION", "build_corpus_index", "load_reference"]

@@ -23,8 +23,8 @@ from governed_evidence.ingest.embed import embed_with_reuse, embedding_key
 from governed_evidence.search.models import SearchMode
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.build import IndexBuilder
+from governed_evidence.store.build_rows import DocumentRow, PassageRow
 from governed_evidence.store.meta import IndexMeta
-from governed_evidence.store.rows import DocumentRow, PassageRow
 from governed_evidence.store.text import search_text
 
 __all__ = [

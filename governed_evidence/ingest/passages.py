@@ -22,7 +22,7 @@ from governed_evidence.ingest.loaders import load_document
 from governed_evidence.ingest.report import IngestReport
 from governed_evidence.ingest.templates import strip_template_tags
 from governed_evidence.invisible import strip_invisible
-from governed_evidence.store.rows import DocumentRow, PassageRow
+from governed_evidence.store.build_rows import DocumentRow, PassageRow
 from governed_evidence.store.text import search_text
 
 __all__ = ["MAX_PASSAGE_CHARS", "MAX_SUPERSEDED_BY_CHARS", "Prepared", "citation_id", "prepare_document"]

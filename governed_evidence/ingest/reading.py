@@ -25,9 +25,9 @@ from governed_evidence.ingest.passages import Prepared, prepare_document
 from governed_evidence.ingest.report import IngestReport, ProgressFn, indexed_outcome
 from governed_evidence.ingest.sources import Names, Source, classify_names
 from governed_evidence.logging import get_logger
+from governed_evidence.store.build_rows import CopiedDocument
 from governed_evidence.store.lifecycle import STATUSES, Status, is_stale
 from governed_evidence.store.previous import PreviousDocument, PreviousIndex
-from governed_evidence.store.rows import CopiedDocument
 
 __all__ = [
     "Copied",

@@ -24,7 +24,7 @@ from governed_evidence.ingest.passages import Prepared
 from governed_evidence.ingest.reading import Copied
 from governed_evidence.ingest.report import UNKNOWN, ProgressFn
 from governed_evidence.store.build import IndexBuilder
-from governed_evidence.store.rows import CopiedDocument
+from governed_evidence.store.build_rows import CopiedDocument
 
 __all__ = ["CHUNK_PASSAGES", "ChunkWriter"]
 

@@ -18,10 +18,10 @@ import apsw
 
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
+from governed_evidence.store.build_rows import CopiedDocument, DocumentRow, PassageRow
 from governed_evidence.store.connection import connect
 from governed_evidence.store.copying import COPY_PLAN_SQL, copy_run
 from governed_evidence.store.meta import IndexMeta
-from governed_evidence.store.rows import CopiedDocument, DocumentRow, PassageRow
 from governed_evidence.store.schema import fts_table, schema_sql, terms_table, vocab_table
 
 __all__ = ["CarryOver", "IndexBuilder"]

@@ -15,7 +15,7 @@ import apsw
 
 from governed_evidence.config import Classification
 from governed_evidence.errors import IngestError
-from governed_evidence.store.rows import CopiedDocument
+from governed_evidence.store.build_rows import CopiedDocument
 from governed_evidence.store.schema import fts_table
 
 __all__ = ["COPY_PLAN_SQL", "copy_run"]

@@ -25,9 +25,9 @@ from governed_evidence.errors import IngestError
 from governed_evidence.ingest.pipeline import IngestReport, ingest_corpus
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.build import IndexBuilder
+from governed_evidence.store.build_rows import CopiedDocument
 from governed_evidence.store.connection import connect
 from governed_evidence.store.meta import IndexMeta
-from governed_evidence.store.rows import CopiedDocument
 from tests.helpers import HashEmbedder, write
 
 REPO = Path(__file__).resolve().parents[2]

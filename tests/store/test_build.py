@@ -14,9 +14,9 @@ from governed_evidence.config import Classification
 from governed_evidence.errors import EmbedderError, IngestError
 from governed_evidence.ingest.pipeline import IngestReport, ingest_corpus
 from governed_evidence.store.build import IndexBuilder
+from governed_evidence.store.build_rows import DocumentRow, PassageRow
 from governed_evidence.store.connection import IndexReader, connect, read_meta
 from governed_evidence.store.meta import IndexMeta
-from governed_evidence.store.rows import DocumentRow, PassageRow
 from governed_evidence.store.schema import SCHEMA_VERSION, fts_table
 from tests.helpers import HashEmbedder, meta_of, write
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.document import Block, LoadedDocument
 from governed_evidence.ingest.guards import sanitize
-from governed_evidence.ingest.loaders.rows import cell_text, labelled_row
+from governed_evidence.ingest.loaders.labelled_rows import cell_text, labelled_row
 
 __all__ = ["MAX_CELLS", "MAX_DELIMITED_BYTES", "MAX_FIELD_CHARS", "MAX_ROWS", "load_delimited"]
 

@@ -40,7 +40,7 @@ from governed_evidence.ingest.document import Block, BlockKind, LoadedDocument
 from governed_evidence.ingest.guards import sanitize
 from governed_evidence.ingest.loaders.bounded import limit_cpu, run_bounded
 from governed_evidence.ingest.loaders.html_boilerplate import drop_boilerplate
-from governed_evidence.ingest.loaders.rows import cell_text, labelled_row
+from governed_evidence.ingest.loaders.labelled_rows import cell_text, labelled_row
 from governed_evidence.ingest.templates import strip_template_tags
 
 __all__ = ["CPU_BASE_SECONDS", "CPU_SECONDS_PER_MIB", "MAX_HTML_BYTES", "load_html"]

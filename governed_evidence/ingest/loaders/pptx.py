@@ -26,8 +26,8 @@ from governed_evidence.errors import FileRejectedError
 from governed_evidence.ingest.document import Block, LoadedDocument
 from governed_evidence.ingest.guards import sanitize
 from governed_evidence.ingest.loaders.bounded import limit_cpu, run_bounded
+from governed_evidence.ingest.loaders.labelled_rows import cell_text, labelled_row
 from governed_evidence.ingest.loaders.ooxml import PackageLimits, read_package
-from governed_evidence.ingest.loaders.rows import cell_text, labelled_row
 
 __all__ = ["CPU_BASE_SECONDS", "CPU_SECONDS_PER_MIB", "LIMITS", "MAX_SLIDES", "NOTES_LEAD", "load_pptx"]
 
