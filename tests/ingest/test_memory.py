@@ -3,9 +3,11 @@
 A build writes each document as it is read; what it keeps for the whole run is one short
 name a file (the list every stage iterates). Measured as the peak of the Python-side
 allocations (tracemalloc) while a build of N tiny files, and one of 4N, is read and written:
-the difference, per file added, is what the build holds for each file at its peak. The
-similarity calibration that follows compares at most a fixed sample of vectors (a bounded
-cost, which below that sample grows with the passages), so the peak is taken as it starts.
+the difference, per file added, is what the build holds for each file at its peak. Two
+bounded costs are kept out of it: the chunk of documents waiting to be embedded (up to
+CHUNK_PASSAGES passages, made small here so both builds fill it), and the similarity
+calibration that follows the writing, which compares at most a fixed sample of vectors
+(below that sample it grows with the passages): the peak is taken as it starts.
 """
 
 from __future__ import annotations
@@ -17,14 +19,13 @@ import apsw
 import pytest
 
 from governed_evidence.config import Classification
-from governed_evidence.ingest import pipeline
+from governed_evidence.ingest import pipeline, writer
 from governed_evidence.ingest.pipeline import dry_run_corpus, ingest_corpus
 from tests.helpers import HashEmbedder
 
 #: Bytes a file the build may hold at its peak: its name in the file list and a few
-#: pointers (about 150 bytes for these names), with room to spare. Before documents stopped
-#: being held, every file kept its row, its report entry, its hash and two paths: about
-#: 1.5 KB here, over 2 KB for SciFact's.
+#: pointers (about 200 bytes for these names), with room to spare. When every file kept
+#: its row, its report entry, its hash and two paths, it was about 2 KB.
 PER_FILE_BOUND = 600
 
 
@@ -48,6 +49,7 @@ def _build_peak(corpus: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> int:
         return calibrations(conn, ceiling)
 
     monkeypatch.setattr(pipeline, "level_calibrations", calibrated)
+    monkeypatch.setattr(writer, "CHUNK_PASSAGES", 8)
     tracemalloc.start()
     try:
         ingest_corpus(corpus, db, HashEmbedder(), ceiling=Classification.RESTRICTED, progress=None)
