@@ -109,8 +109,9 @@ class CorpusDigest:
     #: one that index was built with.
     settings: str
     #: SHA-256 and modification time of each supported file read whole, by corpus-relative
-    #: path (files refused by location, unreadable or over the size limit have none).
-    files: Mapping[PurePosixPath, tuple[str, float]]
+    #: path (files refused by location, unreadable or over the size limit have none); empty
+    #: unless asked for (only an incremental build, which copies unchanged files, needs them).
+    files: Mapping[str, tuple[str, float]]
 
 
 def fingerprint(
@@ -123,9 +124,11 @@ def fingerprint(
     default_classification: Classification,
     max_file_bytes: int,
     governance: str | None = None,
+    keep_hashes: bool = False,
 ) -> CorpusDigest:
     """The digests (see :func:`corpus_fingerprint`); ``governance`` is the digest of the
-    governance file's bytes, None when the corpus has none."""
+    governance file's bytes, None when the corpus has none. With ``keep_hashes`` each file's
+    hash is kept too (:attr:`CorpusDigest.files`)."""
     # Everything besides the files that shapes the index: the ingest logic, the schema, the
     # build settings, the governance rules and the embedding model (its vectors are stored).
     settings = {
@@ -143,24 +146,24 @@ def fingerprint(
         "governance": governance,
     }
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
-    files: dict[PurePosixPath, tuple[str, float]] = {}
-    entries: list[tuple[str, list[object]]] = []
-    for s in sources:
+    files: dict[str, tuple[str, float]] = {}
+    # One JSON line per file in the order of their names, digested as each file is read:
+    # nothing a file is held for the whole walk but its hash, when asked for.
+    for s in sorted(sources, key=lambda s: s.name):
         # Unsupported files never reach the index; they are listed by path (an added or
         # removed one still rebuilds, conservatively) but never opened.
         entry: list[object] = ["unsupported"]
         if s.supported:
             state = _source_state(s.path, s.rel, root, max_file_bytes)
             entry = state.entry
-            if state.whole is not None:
-                files[s.rel] = state.whole
-        if s.rel in groups:
+            if keep_hashes and state.whole is not None:
+                files[s.name] = state.whole
+        names = groups.get(s.rel)
+        if names is not None:
             # Which names are one file changes which one is indexed, and at what level.
-            entry = [*entry, ["hard links", *map(str, groups[s.rel].indexable + groups[s.rel].other)]]
-        entries.append((str(s.rel), entry))
-    for rel, entry in sorted(entries):
-        # One JSON line per file: unambiguous whatever characters a file name holds.
-        digest.update(json.dumps([rel, *entry]).encode() + b"\n")
+            entry = [*entry, ["hard links", *map(str, names.indexable + names.other)]]
+        # Unambiguous whatever characters a file name holds.
+        digest.update(json.dumps([s.name, *entry]).encode() + b"\n")
     # What a document's rows depend on besides its path and bytes: the settings without the
     # corpus folder's location (rows hold paths relative to it, so a moved folder copies).
     rows_settings = json.dumps({k: v for k, v in settings.items() if k != "corpus"}, sort_keys=True).encode()

@@ -42,12 +42,10 @@ from governed_evidence.ingest.fingerprint import INGEST_LOGIC_VERSION, corpus_fi
 from governed_evidence.ingest.governance import load_governance
 from governed_evidence.ingest.passages import MAX_PASSAGE_CHARS
 from governed_evidence.ingest.reading import (
-    count_changes,
     full_build_reason,
     note_skipped,
     read_corpus,
     stored_status,
-    superseded_by_of,
 )
 from governed_evidence.ingest.report import IngestReport, ProgressFn, indexed_outcome, terminal_progress
 from governed_evidence.ingest.sources import Source, hard_link_groups, sources
@@ -150,9 +148,9 @@ def dry_run_corpus(
         progress=progress,
         today=clock(),
     )
-    report.documents_indexed = len(read.prepared)
-    report.superseded_documents = sum(1 for p in read.prepared if p.row.superseded_by)
-    report.passages = sum(len(p.passages) for p in read.prepared)
+    report.documents_indexed = read.documents
+    report.superseded_documents = read.superseded
+    report.passages = read.passages
     report.seconds["total"] = time.perf_counter() - started
     log.info(
         "ingest_dry_run",
@@ -216,6 +214,9 @@ def ingest_corpus(
         default_classification=default_classification,
         max_file_bytes=max_file_bytes,
         governance=governance.digest,
+        # Only a build that may copy unchanged files from the index it replaces needs their
+        # hashes; any other would hold one a file for nothing.
+        keep_hashes=not force and db.is_file(),
     )
     report.seconds["fingerprint"] = time.perf_counter() - started
     today = clock()
@@ -274,12 +275,13 @@ def ingest_corpus(
         report.embeddings_computed = writer.computed
         report.seconds["embed"] = writer.embed_seconds
         t0 = time.perf_counter()
-        report.documents_indexed = len(read.items)
-        report.superseded_documents = sum(1 for item in read.items if superseded_by_of(item))
+        report.documents_indexed = read.documents
+        report.superseded_documents = read.superseded
         report.passages = writer.passages + writer.copied_passages
         # A copied passage's vector is a stored one too: reused + computed = passages.
         report.embeddings_reused += writer.copied_passages
-        count_changes(report, read.items, previous)
+        report.files_copied, report.files_reparsed = read.copied, read.reparsed
+        report.files_added, report.files_removed = read.added, read.removed
         report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
         similarity = level_calibrations(builder.conn, ceiling)
         builder.commit(

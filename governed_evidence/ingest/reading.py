@@ -3,8 +3,8 @@ incremental build, copied from the previous index when it is unchanged.
 
 One loop (:func:`read_corpus`) serves a build and a dry run, so a dry run shows exactly what
 a build would index, refuse and skip. :func:`copyable` decides which files an incremental
-build copies instead of reading (see ADR 0014), and :func:`count_changes` says what changed
-against the index being replaced.
+build copies instead of reading (see ADR 0014); the loop also counts what changed against
+the index being replaced.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ __all__ = [
     "Copied",
     "Read",
     "copyable",
-    "count_changes",
     "full_build_reason",
     "note_skipped",
     "path_of",
@@ -88,17 +87,26 @@ class Copied:
 
 @dataclass
 class Read:
-    """What reading a corpus found: the documents to index in build order, parsed or copied,
-    and whether the outcome is a function of what the fingerprint covers (a read that
-    failed here but not while fingerprinting may be transient: then no fingerprint is
-    stored, so the next ingest rebuilds instead of keeping the rejection)."""
+    """What reading a corpus found, counted as each document was handed on (none is held:
+    a build writes each as it comes), and whether the outcome is a function of what the
+    fingerprint covers (a read that failed here but not while fingerprinting may be
+    transient: then no fingerprint is stored, so the next ingest rebuilds instead of keeping
+    the rejection)."""
 
-    items: list[Prepared | Copied]
-    deterministic: bool
-
-    @property
-    def prepared(self) -> list[Prepared]:
-        return [item for item in self.items if isinstance(item, Prepared)]
+    deterministic: bool = True
+    #: Documents to index, parsed or copied, and of those the superseded ones.
+    documents: int = 0
+    superseded: int = 0
+    #: Passages of the parsed documents.
+    passages: int = 0
+    #: Against the index being replaced: documents copied unchanged, parsed again (their
+    #: path was in it) and added (it was not), and its documents no longer indexed.
+    copied: int = 0
+    reparsed: int = 0
+    added: int = 0
+    removed: int = 0
+    #: Documents whose review date has passed.
+    stale: int = 0
 
 
 def copyable(
@@ -122,7 +130,7 @@ def copyable(
     if previous is None or hashes is None or names is not None:
         return None
     old = previous.documents.get(str(rel))
-    state = hashes.files.get(rel)
+    state = hashes.files.get(str(rel))
     # A document whose other names set its level then may take another level alone now.
     if old is None or old.hard_linked or state is None or state[0] != old.content_hash:
         return None
@@ -160,12 +168,30 @@ def read_corpus(
     """
     parse_started = time.perf_counter()
     sink_seconds = 0.0
-    deterministic = True
-    items: list[Prepared | Copied] = []
+    read = Read()
+    known = previous.documents if previous is not None else {}
+    # What the superseded_by check needs once every file is read: which considered files
+    # were indexed (one byte a file), and each superseding document's target.
+    indexed = bytearray(len(considered))
+    superseding: list[tuple[str, str]] = []
 
-    def keep(item: Prepared | Copied) -> None:
+    def keep(index: int, item: Prepared | Copied) -> None:
         nonlocal sink_seconds
-        items.append(item)
+        path, target = path_of(item), superseded_by_of(item)
+        indexed[index] = 1
+        read.documents += 1
+        if target:
+            read.superseded += 1
+            superseding.append((path, target))
+        if isinstance(item, Copied):
+            read.copied += 1
+        else:
+            read.passages += len(item.passages)
+            if path in known:
+                read.reparsed += 1
+            else:
+                read.added += 1
+        read.stale += is_stale(review_by_of(item), today)
         if sink is not None:
             t0 = time.perf_counter()
             sink(item)
@@ -193,7 +219,7 @@ def read_corpus(
             report.passages_refused += old.passages_refused
             outcome = indexed_outcome(old.superseded_by is not None, stored_status(old.lifecycle))
             report.count(old.classification, old.decided_by, outcome, str(rel), _rule(governance, rel, old.decided_by))
-            keep(Copied(CopiedDocument(old.id, str(rel), old.content_hash, old.classification, mtime), old))
+            keep(index, Copied(CopiedDocument(old.id, str(rel), old.content_hash, old.classification, mtime), old))
             continue
         # The level as far as it is known, for the per-level counts of the report.
         seen: Classified | None = None
@@ -251,27 +277,30 @@ def read_corpus(
             report.rejected.append((name, f"cannot be read ({type(exc).__name__})"))
             if seen is not None:
                 report.count(seen.level, seen.decided_by, "rejected", name, _rule(governance, rel, seen.decided_by))
-            deterministic = False
+            read.deterministic = False
             continue
         outcome = indexed_outcome(item.row.superseded_by is not None, item.row.lifecycle.status)
         report.count(
             item.row.classification, decided.decided_by, outcome, str(rel), _rule(governance, rel, decided.decided_by)
         )
-        keep(item)
+        keep(index, item)
     if progress is not None and considered:
         progress("reading", len(considered), len(considered))
     report.seconds["parse_and_chunk"] = time.perf_counter() - parse_started - sink_seconds
 
-    replaced = {path_of(item): superseded_by_of(item) for item in items}
-    for path_name, target in replaced.items():
-        if target and target not in replaced:
+    targets = {target for _, target in superseding}
+    found = {s.name for i, s in enumerate(considered) if indexed[i] and s.name in targets}
+    for path_name, target in superseding:
+        if target not in found:
             report.warnings.append((path_name, "superseded_by names a document that is not in the index"))
     # A rule for a path no file has is most likely a typo: the documents it meant took
     # another level or status. Rule paths are the operator's own words, never a document's.
     for rule in governance.unmatched(s.rel for s in considered):
         report.warnings.append((GOVERNANCE_FILE, f"{rule.describe()} matches no file in the corpus"))
-    report.stale_documents = sum(1 for item in items if is_stale(review_by_of(item), today))
-    return Read(items, deterministic)
+    report.stale_documents = read.stale
+    # Indexed paths are distinct, and every copied or re-parsed one was in the old index.
+    read.removed = len(known) - read.copied - read.reparsed
+    return read
 
 
 def path_of(item: Prepared | Copied) -> str:
@@ -299,14 +328,3 @@ def full_build_reason(db: Path, *, force: bool) -> str:
     if not db.is_file():
         return "no previous index"
     return "the previous index was built with other settings (ingest version, model, ceiling, governance rules...)"
-
-
-def count_changes(report: IngestReport, items: list[Prepared | Copied], previous: PreviousIndex | None) -> None:
-    """Documents copied, parsed again (their path was in the previous index), added and
-    removed, against the index being replaced; a full build counts against none."""
-    known = previous.documents if previous is not None else {}
-    indexed = {path_of(item) for item in items}
-    report.files_copied = sum(1 for item in items if isinstance(item, Copied))
-    report.files_reparsed = sum(1 for item in items if isinstance(item, Prepared) and item.row.path in known)
-    report.files_added = sum(1 for item in items if isinstance(item, Prepared) and item.row.path not in known)
-    report.files_removed = sum(1 for path in known if path not in indexed)

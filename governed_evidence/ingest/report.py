@@ -127,8 +127,8 @@ class IngestReport:
     files_reparsed: int = 0
     files_added: int = 0
     files_removed: int = 0
-    #: Each classified document at or below the build ceiling, by name (``ingest --dry-run``
-    #: lists them; ``as_dict`` gives them for a dry run only).
+    #: Each classified document at or below the build ceiling, by name: kept by a dry run
+    #: only (``ingest --dry-run`` lists them), so a build holds nothing a file for them.
     files: list[FileLabel] = field(default_factory=list)
 
     def count(
@@ -139,9 +139,9 @@ class IngestReport:
         document: str | None = None,
         rule: str | None = None,
     ) -> None:
-        """Count one classified document; ``document`` names it in :attr:`files` (never
-        given for one above the build ceiling)."""
-        if document is not None and outcome != "above_ceiling":
+        """Count one classified document; ``document`` names it in :attr:`files` in a dry run
+        (never given for one above the build ceiling)."""
+        if self.dry_run and document is not None and outcome != "above_ceiling":
             self.files.append(FileLabel(document, level.label, decided_by, outcome, rule))
         per_level = self.by_classification.setdefault(level.label, {})
         per_level[outcome] = per_level.get(outcome, 0) + 1

@@ -20,29 +20,56 @@ from governed_evidence.ingest.loaders import skip_reason
 __all__ = ["Names", "Source", "classify_names", "hard_link_groups", "sources"]
 
 
-def _walk(corpus: Path) -> Iterator[Path]:
-    """Files under ``corpus`` in a stable order, skipping hidden files and folders."""
-    for path in sorted(corpus.rglob("*")):
-        rel = path.relative_to(corpus)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        if path.is_dir() and not path.is_symlink():
-            continue
-        yield path
+def _walk(corpus: Path) -> Iterator[str]:
+    """Corpus-relative POSIX names of the files under ``corpus``, skipping hidden files and
+    folders, in the order sorting their paths part by part gives (a folder's files before
+    the next name beside it). A link to a folder is a file here: it is never followed.
+
+    Names are yielded as each folder is read, never held as paths: the build keeps one short
+    name a file (docs/performance.md, "Ingest memory").
+    """
+
+    def names(folder: str, prefix: str) -> Iterator[str]:
+        try:
+            with os.scandir(folder) as found:
+                entries = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in found if not e.name.startswith("."))
+        except (PermissionError, FileNotFoundError, NotADirectoryError):
+            return  # a folder that cannot be listed (or is gone) holds nothing to consider
+        for name, is_folder in entries:
+            if is_folder:
+                yield from names(os.path.join(folder, name), f"{prefix}{name}/")
+            else:
+                yield prefix + name
+
+    return names(str(corpus), "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Source:
-    path: Path
-    rel: PurePosixPath
-    #: A format a loader reads; other files are listed in the report as skipped, never read.
-    supported: bool
-    #: Why an unsupported file is skipped ("unsupported format .rtf"); None when supported.
+    """One file an ingest considers: the corpus folder (one object for all) and its name.
+
+    Its paths are made when asked for, not held: a corpus of many files costs one short
+    name each for the whole build.
+    """
+
+    corpus: Path
+    #: Its corpus-relative POSIX path, as the index names it.
+    name: str
+    #: Why a file no loader reads is skipped ("unsupported format .rtf"); None when a loader
+    #: reads it. Skipped files are listed in the report, never read.
     skip_reason: str | None = None
 
+    @property
+    def supported(self) -> bool:
+        return self.skip_reason is None
 
-#: The governance file at the corpus root: the rules, not a document (nor a skipped file).
-_GOVERNANCE = PurePosixPath(GOVERNANCE_FILE)
+    @property
+    def rel(self) -> PurePosixPath:
+        return PurePosixPath(self.name)
+
+    @property
+    def path(self) -> Path:
+        return self.corpus / self.name
 
 
 def sources(corpus: Path) -> list[Source]:
@@ -51,12 +78,9 @@ def sources(corpus: Path) -> list[Source]:
     not among them: it is read as rules (and fingerprinted as such)."""
     # Hidden files and folders (.DS_Store, .git/) are not considered at all (see _walk);
     # every other file is, and one no loader reads carries the reason it is skipped.
-    found = [
-        Source(path, PurePosixPath(path.relative_to(corpus).as_posix()), reason is None, reason)
-        for path in _walk(corpus)
-        for reason in (skip_reason(path.name),)
+    return [
+        Source(corpus, name, skip_reason(name.rsplit("/", 1)[-1])) for name in _walk(corpus) if name != GOVERNANCE_FILE
     ]
-    return [s for s in found if s.rel != _GOVERNANCE]
 
 
 @dataclass(frozen=True)
@@ -94,7 +118,11 @@ def hard_link_groups(corpus: Path, sources: list[Source]) -> dict[PurePosixPath,
                 key = (info.st_dev, info.st_ino)
                 by_inode.setdefault(key, []).append(PurePosixPath(path.relative_to(corpus).as_posix()))
                 links[key] = info.st_nlink
-    indexable = {s.rel for s in sources if s.supported}
+    if not by_inode:
+        return {}
+    # Only the names that have others are looked up: no set of the whole corpus is made.
+    linked = {str(name) for names in by_inode.values() for name in names}
+    indexable = {s.rel for s in sources if s.supported and s.name in linked}
     groups: dict[PurePosixPath, Names] = {}
     for key, names in by_inode.items():
         found = [n for n in sorted(names) if n in indexable]

@@ -103,8 +103,6 @@ class ChunkWriter:
             for row in item.passages:
                 self._builder.add_passage(doc_id, row, embedded.vectors[row.text_hash])
             self.passages += len(item.passages)
-            # Stored: the rest of the build needs only the document's row.
-            item.passages, item.embed_inputs = [], []
         self.copied_passages += self._builder.copy_documents(run)
         self._waiting, self._waiting_passages = [], 0
         self.write_seconds += time.perf_counter() - t1
