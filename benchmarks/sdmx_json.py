@@ -12,7 +12,9 @@ for data messages (``get_data``), structure messages (``structure-*``, answered 
     says), peak resident memory above the baseline taken just before
     the call (the body already held by the local provider; ``/proc/self/clear_refs`` resets
     the peak), the server process's and the parsing child's added together. The bound is 3x
-    the answer's size.
+    the answer's size, for bulk; the ``-kept`` variants are messages whose content is kept
+    (just under ``MAX_CODES`` codes, or ``MAX_DATAFLOWS`` dataflows), whose cost is what those
+    limits allow, reported apart (``worst_kept_x_body``).
 ``latency``
     The team server (``serve --transport http --auth tokens``, its own process, over the
     sample corpus built with the real model, or ``--db``) with a provider on 127.0.0.1 that
@@ -226,8 +228,17 @@ def run_memory(variants: list[str] | None = None) -> dict[str, Any]:
             cwd=Path(__file__).resolve().parent.parent,
         )
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    worst = max(r["peak_above_baseline_x_body"] for r in results)
-    return {"machine": machine(), "bound_x_body": 3.0, "worst_x_body": worst, "variants": results}
+    # The bound is for bulk (refused, or passed over); what a "-kept" variant costs is what the
+    # server keeps of a message within MAX_CODES or MAX_DATAFLOWS, reported beside it.
+    bulk = [r["peak_above_baseline_x_body"] for r in results if not r["variant"].endswith("-kept")]
+    kept = [r["peak_above_baseline_x_body"] for r in results if r["variant"].endswith("-kept")]
+    return {
+        "machine": machine(),
+        "bound_x_body": 3.0,
+        "worst_x_body": max(bulk, default=None),
+        "worst_kept_x_body": max(kept, default=None),
+        "variants": results,
+    }
 
 
 async def _caller(stack: Any, url: str, token: str) -> Any:

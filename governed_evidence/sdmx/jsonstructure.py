@@ -37,9 +37,8 @@ MAX_ARTEFACT_VALUES = 200_000
 #: Values built for one item of an artefact's list (a code, a concept, with its names).
 MAX_ITEM_VALUES = 10_000
 #: Events one message may have, built or passed over. A recorded structure message has one
-#: per 31 bytes (BIS's 396 KB schema: 12,619), a dense codelist (``{"id":"A","name":"B"}``)
-#: one per 4, so a real 16 MiB one has a few million at most; bulk made to be slow to pass
-#: over (``{},`` is two events in three bytes) stops here.
+#: per 31 bytes (BIS's 396 KB schema: 12,619), and MAX_CODES codes with their names are under
+#: 3 million; bulk made to be slow to pass over (``{},`` is two events in three bytes) stops here.
 STRUCTURE_EVENTS = 6_000_000
 #: The members SDMX-JSON structure messages (1.0 and 2.0) define at their top level.
 _MESSAGE_MEMBERS = frozenset({"header", "meta", "data", "errors"})
