@@ -1,6 +1,7 @@
-"""SDMX-JSON data parsed in a forked child process, one at a time, so other callers keep their turn.
+"""SDMX-JSON parsed in a forked child process, one at a time, so other callers keep their turn.
 
-Reading an SDMX-JSON message is Python work event by event (:mod:`~governed_evidence.sdmx.jsondata`):
+Reading an SDMX-JSON message is Python work event by event (:mod:`~governed_evidence.sdmx.jsondata`
+for data, :mod:`~governed_evidence.sdmx.jsonstructure` for structures and catalogues):
 a hostile answer can make it seconds of processor time, and in the server's process those
 seconds would be taken under the interpreter lock every other caller's search needs. In a
 child they are not: the server's threads wait on a pipe, which holds no lock, and searches
@@ -15,8 +16,9 @@ run at full speed on the other processor.
   :data:`MAX_CHILD_BYTES` over what it inherited and it may use :data:`MAX_CHILD_SECONDS`
   of processor time (kernel limits; past them the answer is refused as too large), and it
   has a wall-clock backstop of one and a half times that.
-* **The answer** is the parsed table (the first rows the caller asked for, constants, labels)
-  or the error the parse raised, pickled back through the pipe.
+* **The answer** is the parsed table (the first rows the caller asked for, constants, labels),
+  structure message or catalogue rows, or the error the parse raised, pickled back through
+  the pipe.
 
 Where fork or the resource module does not exist, the parse runs in the calling thread.
 """
@@ -142,7 +144,8 @@ def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
         os.close(read_fd)
         _child(write_fd, fn, args)
     os.close(write_fd)
-    chunks: list[bytes] = []
+    # One buffer, not a list joined at the end: a large answer is held once, not twice.
+    answer = bytearray()
     try:
         deadline = time.monotonic() + MAX_CHILD_SECONDS * 3 / 2
         with selectors.DefaultSelector() as selector:
@@ -153,18 +156,18 @@ def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
                 chunk = os.read(read_fd, 1 << 20)
                 if not chunk:
                     break
-                chunks.append(chunk)
+                answer += chunk
             else:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
     finally:
         os.close(read_fd)
         os.waitpid(pid, 0)
-    if not chunks:
+    if not answer:
         # Killed by the kernel's processor limit, the wall-clock backstop, or out of memory.
         raise _too_large()
     try:
-        kind, value = pickle.loads(b"".join(chunks))  # noqa: S301 - written by this process's own child
+        kind, value = pickle.loads(answer)  # noqa: S301 - written by this process's own child
     except (pickle.UnpicklingError, EOFError, ValueError):
         raise _too_large() from None  # cut off while writing
     if kind == "ok":

@@ -10,8 +10,9 @@ kept in memory are bounded by count and by the items they hold together.
 A body that is a ZIP or gzip file is opened first (:mod:`~governed_evidence.sdmx.envelope`),
 under the byte cap of its kind, and what is inside is read like any other body: SDMX-ML
 2.1 or 3.0, SDMX-JSON or SDMX-CSV, chosen by :func:`~governed_evidence.sdmx.formats.detect`.
-SDMX-JSON data is read in a forked child (:mod:`~governed_evidence.sdmx.isolated`), one at
-a time, so a hostile answer's processor time is never taken under the server's interpreter lock.
+SDMX-JSON (data, structures and catalogues) is read in a forked child
+(:mod:`~governed_evidence.sdmx.isolated`), one at a time, so a hostile answer's processor
+time is never taken under the server's interpreter lock.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class ParsedResponses:
         content_type, body = self._opened(entry)
         fmt = detect(content_type, body)
         if fmt == "json":
-            message = parse_json_structure(body)
+            # Event-by-event Python work, like JSON data: in a child, off the server's interpreter lock.
+            message = run_isolated(parse_json_structure, body)
         elif fmt == "structure":
             message = parse_structure(body)
         else:
@@ -112,7 +114,7 @@ class ParsedResponses:
             content_type, body = self._opened(entry)
             fmt = detect(content_type, body)
             if fmt == "json":
-                rows = parse_json_catalogue(body)
+                rows = run_isolated(parse_json_catalogue, body)
             elif fmt == "structure":
                 rows = parse_catalogue(body)
             else:

@@ -10,17 +10,19 @@ Structures (2.0 ``data.dataflows``, ``dataStructures``, ``codelists``, ``concept
 ``dataConstraints`` or 1.0-style ``contentConstraints``): references are URNs, read as
 :func:`~governed_evidence.sdmx.structure.parse_urn` reads them.
 
-Bounds. A structure message is decoded whole (it is cached and parsed once per body, and
-what it holds is kept whole anyway): its size is capped by :data:`MAX_JSON_BYTES`, nesting
-deeper than Python's parser allows is refused, and what is kept is bounded like the XML
-readers (codes by :data:`~governed_evidence.sdmx.structure.MAX_CODES`). Data messages are
-streamed instead (:mod:`~governed_evidence.sdmx.jsondata`, under the same byte cap). Every
-text that is kept passes :func:`~governed_evidence.sdmx.xml.clean`.
+Bounds. A structure message is read as a stream of events, one artefact at a time
+(:mod:`~governed_evidence.sdmx.jsonstructure`), never decoded whole: its size is capped by
+:data:`MAX_JSON_BYTES`, members a structure message does not define at its top level are
+refused, what is not read is passed over unbuilt, what is built is bounded per artefact
+and per code, and what is kept is bounded like the XML readers (codes by
+:data:`~governed_evidence.sdmx.structure.MAX_CODES`, catalogue rows by
+:data:`~governed_evidence.sdmx.catalogue.MAX_DATAFLOWS`). Data messages are streamed too
+(:mod:`~governed_evidence.sdmx.jsondata`, under the same byte cap). Every text that is
+kept passes :func:`~governed_evidence.sdmx.xml.clean`.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
@@ -34,6 +36,7 @@ from governed_evidence.sdmx.artefacts import (
     StructureMessage,
 )
 from governed_evidence.sdmx.catalogue import MAX_DATAFLOWS, CatalogueRow, catalogue_row
+from governed_evidence.sdmx.jsonstructure import Group, Groups, read_groups
 from governed_evidence.sdmx.structure import CodeBudget, parse_urn
 from governed_evidence.sdmx.xml import clean, plain_text
 
@@ -47,25 +50,8 @@ __all__ = [
     "parse_json_structure",
 ]
 
-#: The largest JSON message read (a structure message is decoded whole; see the module docstring).
+#: The largest JSON message read, structure or data.
 MAX_JSON_BYTES = 16 * 1024 * 1024
-
-
-def _load(body: bytes) -> dict[str, Any]:
-    if len(body) > MAX_JSON_BYTES:
-        raise ResponseTooLargeError(
-            f"the provider's JSON message is larger than {MAX_JSON_BYTES} bytes; narrow the key or the period"
-        )
-    try:
-        doc = json.loads(body)
-    except RecursionError:
-        raise UnusableResponseError("the provider's JSON nests deeper than any SDMX-JSON message") from None
-    except (ValueError, UnicodeDecodeError):
-        # ValueError covers malformed JSON and integers longer than Python converts.
-        raise UnusableResponseError("the provider's response is not valid JSON") from None
-    if not isinstance(doc, dict):
-        raise UnusableResponseError("the provider's JSON is not an SDMX-JSON message")
-    return doc
 
 
 def as_dict(value: Any) -> dict[str, Any]:
@@ -229,67 +215,122 @@ def _constraint(item: dict[str, Any]) -> Constraint:
     )
 
 
-def _structures_of(body: bytes) -> dict[str, Any]:
-    doc = _load(body)
-    data = doc.get("data")
-    if not isinstance(data, dict) or not any(
-        k in data for k in ("dataflows", "dataStructures", "codelists", "conceptSchemes")
-    ):
+#: Members of artefacts the structure readers never use, passed over at every level.
+_UNUSED = frozenset({"links", "annotations", "description", "descriptions"})
+#: ``data`` holds at least one of these in a structure message this server reads.
+_STRUCTURE_GROUPS = ("dataflows", "dataStructures", "codelists", "conceptSchemes")
+
+
+class _Codes:
+    """A codelist's codes as they are read: id -> name, and how many elements were read."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, str] = {}
+        self.read = 0
+
+
+def _check(found: Groups) -> None:
+    if not found.data or not any(k in found.members for k in _STRUCTURE_GROUPS):
         raise UnusableResponseError("the provider's JSON is not an SDMX-JSON structure message")
-    return data
+
+
+def _too_large(body: bytes) -> None:
+    if len(body) > MAX_JSON_BYTES:
+        raise ResponseTooLargeError(
+            f"the provider's JSON message is larger than {MAX_JSON_BYTES} bytes; narrow the key or the period"
+        )
 
 
 def parse_json_structure(body: bytes) -> StructureMessage:
     """An SDMX-JSON 2.0 structure message as the SDMX-ML reader would have produced it.
+
+    Read as a stream (:mod:`~governed_evidence.sdmx.jsonstructure`): each artefact is
+    built alone and turned into what is kept at once, each code and concept alone.
 
     Raises
     ------
     UnusableResponseError
         Malformed JSON, or JSON that is not an SDMX-JSON structure message.
     ResponseTooLargeError
-        Over :data:`MAX_JSON_BYTES`, or more than ``MAX_CODES`` items.
+        Over :data:`MAX_JSON_BYTES`, more than ``MAX_CODES`` items, or an artefact larger
+        than the stream reader builds.
     """
-    data = _structures_of(body)
-    message = StructureMessage()
+    _too_large(body)
+    # Counts what is read as it is read, so a message with too much is refused before it is
+    # all built (a member written twice counts each time); the size recorded is what is kept.
     budget = CodeBudget()
-    for item in map(as_dict, as_list(data.get("dataflows"))):
+
+    def dataflow(item: dict[str, Any], _: object) -> tuple[Dataflow, int]:
         flow = _dataflow(item)
         budget.take(1 + len(flow.annotations))
-        message.dataflows.append(flow)
-    for item in map(as_dict, as_list(data.get("dataStructures"))):
+        return flow, 1 + len(flow.annotations)
+
+    def structure(item: dict[str, Any], _: object) -> tuple[DataStructure, int]:
         dsd = _structure(item)
-        budget.take(1 + len(dsd.dimensions) + len(dsd.attributes))
-        message.structures.append(dsd)
-    for item in map(as_dict, as_list(data.get("codelists"))):
-        codes: dict[str, str] = {}
-        for code in map(as_dict, as_list(item.get("codes"))):
-            budget.take(1)
-            if isinstance(code.get("id"), str):
-                codes[clean(code["id"])] = clean(name_of(code))
+        size = 1 + len(dsd.dimensions) + len(dsd.attributes)
+        budget.take(size)
+        return dsd, size
+
+    def code(codes: _Codes, item: dict[str, Any]) -> None:
         budget.take(1)
-        message.codelists.append(
-            Codelist(
-                agency=str(item.get("agencyID", "")),
-                id=str(item.get("id", "")),
-                version=str(item.get("version", "")),
-                name=clean(name_of(item)),
-                codes=codes,
-                partial=item.get("isPartial") is True,
-            )
+        codes.read += 1
+        if isinstance(item.get("id"), str):
+            codes.codes[clean(item["id"])] = clean(name_of(item))
+
+    def codelist(item: dict[str, Any], codes: _Codes) -> tuple[Codelist, int]:
+        budget.take(1)
+        found = Codelist(
+            agency=str(item.get("agencyID", "")),
+            id=str(item.get("id", "")),
+            version=str(item.get("version", "")),
+            name=clean(name_of(item)),
+            codes=codes.codes,
+            partial=item.get("isPartial") is True,
         )
-    for item in map(as_dict, as_list(data.get("conceptSchemes"))):
-        scheme = str(item.get("id", ""))
-        for concept in map(as_dict, as_list(item.get("concepts"))):
-            budget.take(1)
-            cid, text = str(concept.get("id", "")), clean(name_of(concept))
-            message.concepts[(scheme, cid)] = text
+        return found, 1 + codes.read
+
+    def concept(concepts: list[tuple[str, str]], item: dict[str, Any]) -> None:
+        budget.take(1)
+        concepts.append((str(item.get("id", "")), clean(name_of(item))))
+
+    def scheme(item: dict[str, Any], concepts: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+        return str(item.get("id", "")), concepts
+
+    def constraint(item: dict[str, Any], _: object) -> tuple[Constraint, int]:
+        found = _constraint(item)
+        size = 1 + sum(len(v) for v in found.key_values.values()) + len(found.keys)
+        budget.take(size)
+        return found, size
+
+    found = read_groups(
+        body,
+        {
+            "dataflows": Group(dataflow),
+            "dataStructures": Group(structure, drop=_UNUSED),
+            "codelists": Group(codelist, drop=_UNUSED, items="codes", collect=_Codes, item=code),
+            "conceptSchemes": Group(scheme, drop=_UNUSED, items="concepts", item=concept),
+            "dataConstraints": Group(constraint, drop=_UNUSED),
+            "contentConstraints": Group(constraint, drop=_UNUSED),
+        },
+    )
+    _check(found)
+    read = found.read
+    message = StructureMessage()
+    for group, kept in (
+        ("dataflows", message.dataflows),
+        ("dataStructures", message.structures),
+        ("codelists", message.codelists),
+        ("dataConstraints", message.constraints),
+        ("contentConstraints", message.constraints),
+    ):
+        for artefact, size in read.get(group, []):
+            kept.append(artefact)
+            message.size += size
+    for scheme_id, concepts in read.get("conceptSchemes", []):
+        message.size += len(concepts)
+        for cid, text in concepts:
+            message.concepts[(scheme_id, cid)] = text
             message.concepts.setdefault(("", cid), text)
-    for group in ("dataConstraints", "contentConstraints"):
-        for item in map(as_dict, as_list(data.get(group))):
-            constraint = _constraint(item)
-            budget.take(1 + sum(len(v) for v in constraint.key_values.values()) + len(constraint.keys))
-            message.constraints.append(constraint)
-    message.size = budget.used
     return message
 
 
@@ -301,15 +342,20 @@ def parse_json_catalogue(body: bytes) -> list[CatalogueRow]:
     UnusableResponseError
         Malformed JSON, or JSON that is not an SDMX-JSON structure message.
     ResponseTooLargeError
-        More than ``MAX_DATAFLOWS`` dataflows.
+        Over :data:`MAX_JSON_BYTES`, more than ``MAX_DATAFLOWS`` dataflows, or a dataflow
+        larger than the stream reader builds.
     """
-    rows: list[CatalogueRow] = []
-    flows = as_list(_structures_of(body).get("dataflows"))
-    if len(flows) > MAX_DATAFLOWS:
-        raise ResponseTooLargeError("the catalogue lists more dataflows than this server reads")
-    for item in map(as_dict, flows):
+    _too_large(body)
+    count = 0
+
+    def row(item: dict[str, Any], _: object) -> CatalogueRow | None:
+        nonlocal count
+        count += 1
+        if count > MAX_DATAFLOWS:
+            raise ResponseTooLargeError("the catalogue lists more dataflows than this server reads")
         flow = _dataflow(item)
-        row = catalogue_row(flow.agency, flow.id, flow.version or "latest", flow.name, flow.description)
-        if row is not None:
-            rows.append(row)
-    return rows
+        return catalogue_row(flow.agency, flow.id, flow.version or "latest", flow.name, flow.description)
+
+    found = read_groups(body, {"dataflows": Group(row)})
+    _check(found)
+    return [r for r in found.read.get("dataflows", []) if r is not None]
