@@ -15,7 +15,8 @@ run at full speed on the other processor.
   use one processor, not every one; the child's address space may grow by
   :data:`MAX_CHILD_BYTES` over what it inherited and it may use :data:`MAX_CHILD_SECONDS`
   of processor time (kernel limits; past them the answer is refused as too large), and it
-  has a wall-clock backstop of one and a half times that.
+  has a wall-clock backstop of one and a half times that. A child that does not start
+  within :data:`START_SECONDS` (stuck in the fork itself) is killed and forked again.
 * **The answer** is the parsed table (the first rows the caller asked for, constants, labels),
   structure message or catalogue rows, or the error the parse raised, pickled back through
   the pipe.
@@ -39,7 +40,7 @@ from typing import Any, NoReturn, TypeVar
 
 from governed_evidence.errors import ResponseTooLargeError, StatisticsError, UnusableResponseError
 
-__all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "run_isolated"]
+__all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "START_SECONDS", "run_isolated"]
 
 #: Address space a parse may add to what the child inherited (the streamed reader needs a
 #: few MiB; the kernel's limit stops anything that would not).
@@ -49,6 +50,15 @@ MAX_CHILD_BYTES = 512 * 1024 * 1024
 MAX_CHILD_SECONDS = 30
 #: Parses running at once in one server process; the others wait their turn.
 SLOTS = threading.BoundedSemaphore(1)
+
+#: Seconds a child has to reach this module's code. Python's own work in a new child can
+#: hang there: it frees the other threads' thread-local objects, and one of those (a
+#: per-thread SQLite connection of the index reader) waits for a lock that a thread of the
+#: server held when it forked, forever. Such a child is killed and another one forked.
+START_SECONDS = 5.0
+_STARTS = 3
+#: The first byte every child writes, once it runs this module's code.
+_STARTED = b"\x01"
 
 _T = TypeVar("_T")
 
@@ -71,6 +81,7 @@ def _vm_size() -> int | None:
 def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
     """The child's whole life: parse, write the outcome, leave without unwinding anything."""
     try:
+        os.write(write_fd, _STARTED)
         import resource
 
         def limit(kind: int, value: int) -> None:
@@ -129,6 +140,28 @@ def run_isolated(fn: Callable[..., _T], *args: Any) -> _T:
 
 
 def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+    for _ in range(_STARTS):
+        answer = _attempt(fn, args)
+        if answer is not None:
+            break
+    else:
+        raise UnusableResponseError(
+            "the provider's answer could not be read now (its parsing process did not start); try again"
+        )
+    if not answer:
+        # Killed by the kernel's processor limit, the wall-clock backstop, or out of memory.
+        raise _too_large()
+    try:
+        kind, value = pickle.loads(answer)  # noqa: S301 - written by this process's own child
+    except (pickle.UnpicklingError, EOFError, ValueError):
+        raise _too_large() from None  # cut off while writing
+    if kind == "ok":
+        return value  # type: ignore[no-any-return]
+    raise value
+
+
+def _attempt(fn: Callable[..., Any], args: tuple[Any, ...]) -> memoryview | None:
+    """One child's answer (empty when it wrote none), or None when it never started."""
     with contextlib.suppress(Exception):
         # Buffered output would otherwise be written once by each process.
         sys.stdout.flush()
@@ -147,10 +180,11 @@ def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
     # One buffer, not a list joined at the end: a large answer is held once, not twice.
     answer = bytearray()
     try:
-        deadline = time.monotonic() + MAX_CHILD_SECONDS * 3 / 2
+        now = time.monotonic()
+        start_by, deadline = now + START_SECONDS, now + MAX_CHILD_SECONDS * 3 / 2
         with selectors.DefaultSelector() as selector:
             selector.register(read_fd, selectors.EVENT_READ)
-            while (left := deadline - time.monotonic()) > 0:
+            while (left := (deadline if answer else start_by) - time.monotonic()) > 0:
                 if not selector.select(left):
                     continue
                 chunk = os.read(read_fd, 1 << 20)
@@ -163,13 +197,6 @@ def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
     finally:
         os.close(read_fd)
         os.waitpid(pid, 0)
-    if not answer:
-        # Killed by the kernel's processor limit, the wall-clock backstop, or out of memory.
-        raise _too_large()
-    try:
-        kind, value = pickle.loads(answer)  # noqa: S301 - written by this process's own child
-    except (pickle.UnpicklingError, EOFError, ValueError):
-        raise _too_large() from None  # cut off while writing
-    if kind == "ok":
-        return value  # type: ignore[no-any-return]
-    raise value
+    if not answer.startswith(_STARTED):
+        return None
+    return memoryview(answer)[len(_STARTED) :]
