@@ -21,7 +21,9 @@ run at full speed on the other processor.
   structure message or catalogue rows, or the error the parse raised, pickled back through
   the pipe.
 
-Where fork or the resource module does not exist, the parse runs in the calling thread.
+Where fork or the resource module does not exist, the parse runs in the calling thread. The
+forking and the reading back are shared with ingest's document parsers
+(:mod:`governed_evidence._forked`); the limits and the errors are this module's.
 """
 
 from __future__ import annotations
@@ -30,14 +32,12 @@ import contextlib
 import gc
 import os
 import pickle
-import selectors
 import signal
-import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+from governed_evidence._forked import address_space, fork, read_answer, write_all
 from governed_evidence.errors import ResponseTooLargeError, StatisticsError, UnusableResponseError
 
 __all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "START_SECONDS", "run_isolated"]
@@ -70,14 +70,6 @@ def _too_large() -> ResponseTooLargeError:
     )
 
 
-def _vm_size() -> int | None:
-    try:
-        with open("/proc/self/statm", "rb") as handle:
-            return int(handle.read(64).split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
     """The child's whole life: parse, write the outcome, leave without unwinding anything."""
     try:
@@ -92,7 +84,7 @@ def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoRe
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server answers Ctrl-C, not its parsers
         limit(resource.RLIMIT_CORE, 0)
         limit(resource.RLIMIT_CPU, MAX_CHILD_SECONDS)
-        size = _vm_size()
+        size = address_space()
         if size is not None:
             limit(resource.RLIMIT_AS, size + MAX_CHILD_BYTES)
         # The inherited objects are never garbage here; collections would touch (and copy) them.
@@ -108,10 +100,7 @@ def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoRe
                 "raise",
                 UnusableResponseError(f"the provider's answer could not be read ({type(exc).__name__})"),
             )
-        data = pickle.dumps(outcome)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_fd, view) :]
+        write_all(write_fd, pickle.dumps(outcome))
     finally:
         os._exit(0)
 
@@ -162,41 +151,8 @@ def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
 
 def _attempt(fn: Callable[..., Any], args: tuple[Any, ...]) -> memoryview | None:
     """One child's answer (empty when it wrote none), or None when it never started."""
-    with contextlib.suppress(Exception):
-        # Buffered output would otherwise be written once by each process.
-        sys.stdout.flush()
-        sys.stderr.flush()
-    read_fd, write_fd = os.pipe()
-    try:
-        pid = os.fork()
-    except BaseException:
-        os.close(read_fd)
-        os.close(write_fd)
-        raise
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(read_fd)
-        _child(write_fd, fn, args)
-    os.close(write_fd)
-    # One buffer, not a list joined at the end: a large answer is held once, not twice.
-    answer = bytearray()
-    try:
-        now = time.monotonic()
-        start_by, deadline = now + START_SECONDS, now + MAX_CHILD_SECONDS * 3 / 2
-        with selectors.DefaultSelector() as selector:
-            selector.register(read_fd, selectors.EVENT_READ)
-            while (left := (deadline if answer else start_by) - time.monotonic()) > 0:
-                if not selector.select(left):
-                    continue
-                chunk = os.read(read_fd, 1 << 20)
-                if not chunk:
-                    break
-                answer += chunk
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-    finally:
-        os.close(read_fd)
-        os.waitpid(pid, 0)
-    if not answer.startswith(_STARTED):
+    pid, read_fd = fork(lambda write_fd: _child(write_fd, fn, args))
+    outcome = read_answer(pid, read_fd, MAX_CHILD_SECONDS * 3 / 2, start_seconds=START_SECONDS)
+    if not outcome.answer.startswith(_STARTED):
         return None
-    return memoryview(answer)[len(_STARTED) :]
+    return memoryview(outcome.answer)[len(_STARTED) :]
