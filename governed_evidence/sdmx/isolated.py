@@ -15,12 +15,15 @@ run at full speed on the other processor.
   use one processor, not every one; the child's address space may grow by
   :data:`MAX_CHILD_BYTES` over what it inherited and it may use :data:`MAX_CHILD_SECONDS`
   of processor time (kernel limits; past them the answer is refused as too large), and it
-  has a wall-clock backstop of one and a half times that.
+  has a wall-clock backstop of one and a half times that. A child that does not start
+  within :data:`START_SECONDS` (stuck in the fork itself) is killed and forked again.
 * **The answer** is the parsed table (the first rows the caller asked for, constants, labels),
   structure message or catalogue rows, or the error the parse raised, pickled back through
   the pipe.
 
-Where fork or the resource module does not exist, the parse runs in the calling thread.
+Where fork or the resource module does not exist, the parse runs in the calling thread. The
+forking and the reading back are shared with ingest's document parsers
+(:mod:`governed_evidence._forked`); the limits and the errors are this module's.
 """
 
 from __future__ import annotations
@@ -29,17 +32,15 @@ import contextlib
 import gc
 import os
 import pickle
-import selectors
 import signal
-import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+from governed_evidence._forked import address_space, fork, read_answer, write_all
 from governed_evidence.errors import ResponseTooLargeError, StatisticsError, UnusableResponseError
 
-__all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "run_isolated"]
+__all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "START_SECONDS", "run_isolated"]
 
 #: Address space a parse may add to what the child inherited (the streamed reader needs a
 #: few MiB; the kernel's limit stops anything that would not).
@@ -49,6 +50,15 @@ MAX_CHILD_BYTES = 512 * 1024 * 1024
 MAX_CHILD_SECONDS = 30
 #: Parses running at once in one server process; the others wait their turn.
 SLOTS = threading.BoundedSemaphore(1)
+
+#: Seconds a child has to reach this module's code. Python's own work in a new child can
+#: hang there: it frees the other threads' thread-local objects, and one of those (a
+#: per-thread SQLite connection of the index reader) waits for a lock that a thread of the
+#: server held when it forked, forever. Such a child is killed and another one forked.
+START_SECONDS = 5.0
+_STARTS = 3
+#: The first byte every child writes, once it runs this module's code.
+_STARTED = b"\x01"
 
 _T = TypeVar("_T")
 
@@ -60,17 +70,10 @@ def _too_large() -> ResponseTooLargeError:
     )
 
 
-def _vm_size() -> int | None:
-    try:
-        with open("/proc/self/statm", "rb") as handle:
-            return int(handle.read(64).split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
     """The child's whole life: parse, write the outcome, leave without unwinding anything."""
     try:
+        os.write(write_fd, _STARTED)
         import resource
 
         def limit(kind: int, value: int) -> None:
@@ -81,7 +84,7 @@ def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoRe
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server answers Ctrl-C, not its parsers
         limit(resource.RLIMIT_CORE, 0)
         limit(resource.RLIMIT_CPU, MAX_CHILD_SECONDS)
-        size = _vm_size()
+        size = address_space()
         if size is not None:
             limit(resource.RLIMIT_AS, size + MAX_CHILD_BYTES)
         # The inherited objects are never garbage here; collections would touch (and copy) them.
@@ -97,10 +100,7 @@ def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoRe
                 "raise",
                 UnusableResponseError(f"the provider's answer could not be read ({type(exc).__name__})"),
             )
-        data = pickle.dumps(outcome)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_fd, view) :]
+        write_all(write_fd, pickle.dumps(outcome))
     finally:
         os._exit(0)
 
@@ -129,40 +129,14 @@ def run_isolated(fn: Callable[..., _T], *args: Any) -> _T:
 
 
 def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
-    with contextlib.suppress(Exception):
-        # Buffered output would otherwise be written once by each process.
-        sys.stdout.flush()
-        sys.stderr.flush()
-    read_fd, write_fd = os.pipe()
-    try:
-        pid = os.fork()
-    except BaseException:
-        os.close(read_fd)
-        os.close(write_fd)
-        raise
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(read_fd)
-        _child(write_fd, fn, args)
-    os.close(write_fd)
-    # One buffer, not a list joined at the end: a large answer is held once, not twice.
-    answer = bytearray()
-    try:
-        deadline = time.monotonic() + MAX_CHILD_SECONDS * 3 / 2
-        with selectors.DefaultSelector() as selector:
-            selector.register(read_fd, selectors.EVENT_READ)
-            while (left := deadline - time.monotonic()) > 0:
-                if not selector.select(left):
-                    continue
-                chunk = os.read(read_fd, 1 << 20)
-                if not chunk:
-                    break
-                answer += chunk
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-    finally:
-        os.close(read_fd)
-        os.waitpid(pid, 0)
+    for _ in range(_STARTS):
+        answer = _attempt(fn, args)
+        if answer is not None:
+            break
+    else:
+        raise UnusableResponseError(
+            "the provider's answer could not be read now (its parsing process did not start); try again"
+        )
     if not answer:
         # Killed by the kernel's processor limit, the wall-clock backstop, or out of memory.
         raise _too_large()
@@ -173,3 +147,12 @@ def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
     if kind == "ok":
         return value  # type: ignore[no-any-return]
     raise value
+
+
+def _attempt(fn: Callable[..., Any], args: tuple[Any, ...]) -> memoryview | None:
+    """One child's answer (empty when it wrote none), or None when it never started."""
+    pid, read_fd = fork(lambda write_fd: _child(write_fd, fn, args))
+    outcome = read_answer(pid, read_fd, MAX_CHILD_SECONDS * 3 / 2, start_seconds=START_SECONDS)
+    if not outcome.answer.startswith(_STARTED):
+        return None
+    return memoryview(outcome.answer)[len(_STARTED) :]

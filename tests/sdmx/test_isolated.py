@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -69,3 +73,40 @@ def test_a_json_data_answer_is_parsed_in_the_child(
     data = make_service().get_data("OECD,PART2,1.0", "all", max_rows=3)
     assert (data.total_rows, data.returned_rows) == (7, 3)
     assert len(pids) == 1
+
+
+def _stuck_once(flag: str) -> Callable[[int, Callable[..., Any], tuple[Any, ...]], NoReturn]:
+    """A child's life that never starts (as a fork stuck in Python's own work does) the first time."""
+    real = isolated._child
+
+    def child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
+        if not os.path.exists(flag):
+            with open(flag, "w"):
+                pass
+            time.sleep(60)
+            os._exit(0)
+        real(write_fd, fn, args)
+
+    return child
+
+
+def test_a_child_that_never_starts_is_replaced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A fork taken while another thread holds a native lock can hang before the child runs
+    # any of this module's code; the parse is not lost to the wall-clock backstop for it.
+    monkeypatch.setattr(isolated, "START_SECONDS", 0.5)
+    monkeypatch.setattr(isolated, "_child", _stuck_once(str(tmp_path / "stuck")))
+    started = time.monotonic()
+    assert run_isolated(_table, shared(PART2)).total_rows == 7  # type: ignore[attr-defined]
+    assert (tmp_path / "stuck").exists()
+    assert time.monotonic() - started < isolated.MAX_CHILD_SECONDS
+
+
+def test_children_that_never_start_are_refused_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    def never(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
+        time.sleep(60)
+        os._exit(0)
+
+    monkeypatch.setattr(isolated, "START_SECONDS", 0.2)
+    monkeypatch.setattr(isolated, "_child", never)
+    with pytest.raises(UnusableResponseError, match="parsing process did not start"):
+        run_isolated(_pid, 0)

@@ -21,7 +21,8 @@ already imported, so it costs milliseconds rather than an interpreter start and 
 imports for every file. It runs only this package's parsing code and leaves with
 ``os._exit`` (no exit handlers, no buffers of the parent written twice). Where fork or the
 resource module does not exist, the work runs in-process, bounded only by the loaders'
-own size and page limits.
+own size and page limits. The forking and the reading back are shared with the SDMX-JSON
+parser's child (:mod:`governed_evidence._forked`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import contextlib
 import gc
 import os
 import pickle
-import selectors
 import signal
 import sys
 import time
@@ -39,6 +39,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
+from governed_evidence._forked import address_space, fork, read_answer, write_all
 from governed_evidence.errors import FileRejectedError
 
 __all__ = [
@@ -78,22 +79,6 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _address_space() -> int | None:
-    """This process's virtual size in bytes (Linux), or None when it cannot be read.
-
-    Raw ``os`` calls: this runs in the watchdog, possibly with memory exhausted.
-    """
-    try:
-        fd = os.open("/proc/self/statm", os.O_RDONLY)
-        try:
-            raw = os.read(fd, 64)
-        finally:
-            os.close(fd)
-        return int(raw.split(maxsplit=1)[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _rejection(reason: str) -> bytes:
     return pickle.dumps(("raise", FileRejectedError(reason)))
 
@@ -117,7 +102,7 @@ class _Child:
     def over_memory(self) -> bool:
         if self.memory_limit is None:
             return False
-        size = _address_space()
+        size = address_space()
         return size is None or size >= self.memory_limit
 
     def finish(self, data: bytes) -> NoReturn:
@@ -129,9 +114,7 @@ class _Child:
             with contextlib.suppress(Exception):
                 sys.stdout.flush()
                 sys.stderr.flush()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.write_fd, view) :]
+            write_all(self.write_fd, data)
             status = 0
         finally:
             os._exit(status)
@@ -214,7 +197,7 @@ def _enter_child(label: str, write_fd: int) -> _Child:
 
     # Relative to what the child inherited: the ingest process's mappings (its model, its
     # libraries) are already in the child's address space and are not the parse's.
-    base = _address_space()
+    base = address_space()
     budget = PER_FILE_MEMORY_BYTES
     if base is not None:
         _, as_hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -300,46 +283,9 @@ def run_bounded(label: str, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _
     if _child is not None or not _can_fork():
         return fn(*args, **kwargs)
     wall_seconds = PER_FILE_CPU_SECONDS * _WALL_FACTOR + _WALL_EXTRA_SECONDS
-    # Buffered output would otherwise be written once by each process.
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-        sys.stderr.flush()
-    read_fd, write_fd = os.pipe()
-    try:
-        pid = os.fork()
-    except BaseException:
-        os.close(read_fd)
-        os.close(write_fd)
-        raise
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(read_fd)
-        _run_child(write_fd, label, fn, args, kwargs)
-    os.close(write_fd)
-    chunks: list[bytes] = []
-    finished = False
-    status: int | None = None
-    try:
-        deadline = time.monotonic() + wall_seconds
-        with selectors.DefaultSelector() as selector:
-            selector.register(read_fd, selectors.EVENT_READ)
-            while (remaining := deadline - time.monotonic()) > 0:
-                if not selector.select(remaining):
-                    continue
-                chunk = os.read(read_fd, 1 << 20)
-                if not chunk:
-                    finished = True
-                    break
-                chunks.append(chunk)
-    finally:
-        os.close(read_fd)
-        if not finished:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            # Reaped elsewhere (SIGCHLD ignored): the message, if whole, still says how it went.
-            status = None
+    pid, read_fd = fork(lambda write_fd: _run_child(write_fd, label, fn, args, kwargs))
+    outcome = read_answer(pid, read_fd, wall_seconds)
+    finished, status = outcome.finished, outcome.status
     if not finished:
         raise FileRejectedError(f"{label} parser did not finish within {wall_seconds} s (the per-file time budget)")
     if status is not None and not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
@@ -348,7 +294,7 @@ def run_bounded(label: str, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _
         # The bytes come from a fork of this process running this module's code: a parser
         # able to forge them could already do anything this process can, so unpickling
         # them adds no risk.
-        kind, value = pickle.loads(b"".join(chunks))  # noqa: S301
+        kind, value = pickle.loads(outcome.answer)  # noqa: S301
     except Exception:  # noqa: BLE001 - a message cut short: the child did not finish
         raise FileRejectedError(_stopped_reason(label, status)) from None
     if kind == "ok":
