@@ -281,7 +281,7 @@ def ingest_corpus(
         report.embeddings_reused += writer.copied_passages
         count_changes(report, read.items, previous)
         report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
-        similarity = level_calibrations(builder.conn, ceiling)
+        similarity = level_calibrations(builder.conn, ceiling, embedder)
         builder.commit(
             IndexMeta(
                 embedding_model=identity.model_id,
