@@ -1,57 +1,114 @@
 """Where unrelated text and a clear match sit for an embedding model, measured over a corpus.
 
 The gate rescales a cosine similarity between a model's ``floor`` (unrelated) and ``ceiling``
-(a clear match). Those depend on the model: all-MiniLM-L6-v2 puts unrelated policy passages
-near 0.15, multilingual-e5-small near 0.75, so thresholds fixed for one silently let the
-other through (with MiniLM's, e5 answered "What is the capital city of Australia?" from a
-water company's FAQ at confidence 0.52). An ingest therefore measures the index's own model
-over the index's own passages, with no question and no extra model call:
+(a clear match). Those depend on the model: all-MiniLM-L6-v2 puts a question about nothing in
+a policy corpus near 0.15 from its best passage, multilingual-e5-small near 0.80, so thresholds
+fixed for one silently let the other through (with MiniLM's, e5 answered "What is the capital
+city of Australia?" from a water company's FAQ). An ingest therefore measures the index's own
+model on the index's own passages, with questions as a search asks them (query side):
 
-* ``floor``: the median cosine between two passages of the corpus (most pairs of passages of
-  one corpus are about different things);
-* ``ceiling``: the 10th percentile, over passages, of the cosine to the passage's nearest
-  other passage (nearly every passage has a close relative: the next part of its section,
-  its sibling policy), i.e. a similarity nine passages in ten reach with some passage.
+* ``floor``: the :data:`FLOOR_QUANTILE` quantile, over a fixed set of everyday questions no
+  policy corpus answers (:data:`UNRELATED_QUESTIONS`), of each one's cosine to its nearest
+  passage: what this model gives an unrelated question on this corpus;
+* ``ceiling``: the floor plus :data:`CEILING_SHARE` of the way to the median cosine between a
+  passage's own heading, asked as a question, and that passage (up to :data:`PSEUDO_QUERIES`
+  passages evenly spread): what this model gives a question that names what a passage is about.
 
-On the sample corpus MiniLM's vectors give (0.17, 0.56) against the (0.15, 0.55) chosen for
-it on the tuning questions; docs/evaluation.md has both models' figures.
+Both parameters were chosen on the tuning corpora with multilingual-e5-small, by the rule that
+chose the strict threshold (docs/evaluation.md, with leave-one-corpus-out figures). On MiniLM's
+vectors the same rule gives floors of 0.16-0.24 and ceilings of 0.32-0.48 against the (0.15,
+0.55) chosen for it on the tuning questions, which it keeps (its headings are the weak half:
+SOC 2's, the same in every policy, sit at 0.35 from their own passages).
+
+A rule measured from passages alone (median passage-passage cosine as the floor) was replaced:
+on template-like corpora, where every passage resembles every other, it put the floor above
+most questions' similarities and the strict gate withheld nearly every paraphrase.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import numpy.typing as npt
 
-from governed_evidence.embeddings.base import Vectors
-
-__all__ = ["CEILING_QUANTILE", "FLOOR_QUANTILE", "MIN_PASSAGES", "MIN_SPAN", "SAMPLE", "measure_calibration"]
+__all__ = [
+    "CEILING_SHARE",
+    "FLOOR_QUANTILE",
+    "MIN_PASSAGES",
+    "MIN_SPAN",
+    "PSEUDO_QUERIES",
+    "UNRELATED_QUESTIONS",
+    "measure_calibration",
+    "pseudo_query_rows",
+]
 
 #: Fewer passages than this say too little about the model: no calibration is recorded.
 MIN_PASSAGES = 20
-#: At most this many passages, evenly spread over the index, are compared (a SAMPLE x SAMPLE
-#: product: 4 MB and a few milliseconds).
-SAMPLE = 1024
-#: The floor's quantile of all pairwise similarities, and the ceiling's of nearest-neighbour ones.
-FLOOR_QUANTILE = 0.5
-CEILING_QUANTILE = 0.1
+#: Passages whose heading is asked as a question (evenly spread: the same index, the same choice).
+PSEUDO_QUERIES = 32
+#: The floor's quantile of the unrelated questions' nearest-passage cosines.
+FLOOR_QUANTILE = 0.9
+#: Where the ceiling sits between the floor (0) and the headings' median own-passage cosine (1).
+CEILING_SHARE = 0.8
 #: A ceiling less than this above the floor would make the rescaling a step: none is recorded.
 MIN_SPAN = 0.02
 
+#: Everyday questions about nothing an organisation's policies cover. Written once, never
+#: chosen or edited on a corpus's questions; none is one of the evaluation's questions.
+UNRELATED_QUESTIONS: tuple[str, ...] = (
+    "How long should I boil an egg?",
+    "What is the tallest mountain in Africa?",
+    "Which planet has the most moons?",
+    "How do you tune a guitar?",
+    "What do koalas eat?",
+    "When did the Roman Empire fall?",
+    "How many players are on a cricket team?",
+    "What is the best way to grow tomatoes?",
+    "Who painted the Mona Lisa?",
+    "How do I remove a red wine stain from a carpet?",
+    "How far is the Moon from the Earth?",
+    "What is a good recipe for banana bread?",
+    "How do bees make honey?",
+    "Which ocean is the deepest?",
+    "How do I teach my dog to sit?",
+    "How many strings does a violin have?",
+    "What causes a rainbow?",
+    "Who wrote Pride and Prejudice?",
+    "How do I knit a scarf?",
+    "How do penguins stay warm in winter?",
+    "When should I plant tulip bulbs?",
+    "What is the rule for castling in chess?",
+    "Why is the sky blue?",
+    "How many bones are in the human body?",
+)
 
-def measure_calibration(vectors: Vectors) -> tuple[float, float] | None:
-    """(floor, ceiling) of the model that made ``vectors`` (L2-normalised rows), or None when
-    there are too few passages, or their similarities spread too little, to tell."""
-    count = int(vectors.shape[0])
-    if count < MIN_PASSAGES:
+
+def pseudo_query_rows(count: int) -> list[int]:
+    """Which of ``count`` passages (in id order) have their heading asked: evenly spread."""
+    if count <= 0:
+        return []
+    return sorted({int(i) for i in np.linspace(0, count - 1, min(count, PSEUDO_QUERIES))})
+
+
+def measure_calibration(
+    nearest_unrelated: Sequence[float] | npt.NDArray[np.floating],
+    heading_own: Sequence[float] | npt.NDArray[np.floating],
+    passages: int,
+) -> tuple[float, float] | None:
+    """(floor, ceiling) of the model, or None when there are too few passages, or the two
+    kinds of question sit too close, to tell.
+
+    ``nearest_unrelated``: each of :data:`UNRELATED_QUESTIONS`' cosine to its nearest passage;
+    ``heading_own``: each sampled heading's cosine, asked as a question, to its own passage;
+    ``passages``: how many passages the level holds.
+    """
+    unrelated = np.asarray(nearest_unrelated, dtype=np.float64)
+    own = np.asarray(heading_own, dtype=np.float64)
+    if passages < MIN_PASSAGES or not unrelated.size or not own.size:
         return None
-    rows = vectors
-    if count > SAMPLE:
-        # Evenly spread, not random: the same index always gives the same calibration.
-        rows = vectors[np.linspace(0, count - 1, SAMPLE).astype(np.int64)]
-    sims = np.asarray(rows, dtype=np.float64) @ np.asarray(rows, dtype=np.float64).T
-    upper = np.triu_indices(sims.shape[0], 1)
-    floor = float(np.quantile(sims[upper], FLOOR_QUANTILE))
-    np.fill_diagonal(sims, -np.inf)
-    ceiling = float(np.quantile(sims.max(axis=1), CEILING_QUANTILE))
+    floor = float(np.quantile(unrelated, FLOOR_QUANTILE))
+    ceiling = floor + CEILING_SHARE * (float(np.median(own)) - floor)
     if not np.isfinite(floor) or not np.isfinite(ceiling) or ceiling - floor < MIN_SPAN:
         return None
     return round(floor, 4), round(ceiling, 4)

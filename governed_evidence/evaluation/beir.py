@@ -133,7 +133,7 @@ def build_beir_index(dataset: Path, db: Path, embedder: Embedder) -> dict[str, f
                 corpus_name=dataset.name,
                 documents=len(docs),
                 passages=len(docs),
-                similarity=level_calibrations(builder.conn, Classification.PUBLIC),
+                similarity=level_calibrations(builder.conn, Classification.PUBLIC, embedder),
             )
         )
     return {

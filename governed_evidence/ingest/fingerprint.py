@@ -40,7 +40,8 @@ __all__ = ["INGEST_LOGIC_VERSION", "CorpusDigest", "corpus_fingerprint", "finger
 #: 8: CSV and TSV read like a sheet
 #: 9: a governance rule's link, stored as the document's source link
 #: 10: the similarity calibration measured per level at ingest, recorded in the meta
-INGEST_LOGIC_VERSION = 10
+#: 11: the calibration measured from unrelated questions and headings asked of the model
+INGEST_LOGIC_VERSION = 11
 
 
 @dataclass(frozen=True)

@@ -283,7 +283,7 @@ def ingest_corpus(
         report.files_copied, report.files_reparsed = read.copied, read.reparsed
         report.files_added, report.files_removed = read.added, read.removed
         report.built_at = datetime.now(UTC).replace(microsecond=0).isoformat()
-        similarity = level_calibrations(builder.conn, ceiling)
+        similarity = level_calibrations(builder.conn, ceiling, embedder)
         builder.commit(
             IndexMeta(
                 embedding_model=identity.model_id,

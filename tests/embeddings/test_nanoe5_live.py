@@ -117,6 +117,27 @@ def test_a_french_question_finds_the_english_policy_and_off_topic_ones_abstain(s
         assert answer.status == "NO_RELEVANT_CONTEXT", question
 
 
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("My work phone got nicked on the bus, what now?", "internal/it/information-security-policy.md"),
+        (
+            "A supplier has offered me tickets to a football match. Am I allowed to go?",
+            "internal/hr/code-of-conduct.md",
+        ),
+    ],
+)
+def test_an_english_paraphrase_is_answered_at_the_strict_level(
+    server: Server, index: Path, question: str, expected: str
+) -> None:
+    """Both were withheld under the calibration measured from passages alone (its floor sat among
+    the paraphrases' similarities); the one measured with questions serves them first."""
+    service = SearchService(index, ceiling=Classification.INTERNAL, embedder_factory=server.embedder)
+    answer = service.search(question, confidence_level="strict")
+    assert answer.status == "OK"
+    assert [r.document for r in answer.results][:1] == [expected]
+
+
 def test_an_outage_mid_ingest_fails_cleanly_and_keeps_the_index(index: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     shutil.copytree(SAMPLE, corpus)
