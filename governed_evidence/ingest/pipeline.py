@@ -19,7 +19,7 @@ then, as with a full build.
 
 The steps live in modules named for them: :mod:`sources` (what is considered, and which
 names are one file), :mod:`governance` (the corpus's rules), :mod:`fingerprint`,
-:mod:`lookup` (the loop over the files, parsing each or copying it unchanged),
+:mod:`reading` (the loop over the files, parsing each or copying it unchanged),
 :mod:`passages` (one document's passages), :mod:`embed` (vectors, reused where unchanged)
 and :mod:`report`.
 
