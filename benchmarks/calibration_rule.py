@@ -196,10 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
 
     from governed_evidence.config import Settings
+    from governed_evidence.embeddings.calibration import CALIBRATIONS
     from governed_evidence.embeddings.factory import make_embedder
     from governed_evidence.evaluation.questions import load_questions
     from governed_evidence.evaluation.suites import load_suite
-    from governed_evidence.search.confidence import CALIBRATIONS
 
     embedder = Remembered(make_embedder(Settings()))
     if embedder.identity.model_id in CALIBRATIONS:

@@ -28,17 +28,21 @@ most questions' similarities and the strict gate withheld nearly every paraphras
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "CALIBRATIONS",
     "CEILING_SHARE",
     "FLOOR_QUANTILE",
     "MIN_PASSAGES",
     "MIN_SPAN",
     "PSEUDO_QUERIES",
     "UNRELATED_QUESTIONS",
+    "ModelCalibration",
+    "calibration_for",
     "measure_calibration",
     "pseudo_query_rows",
 ]
@@ -112,3 +116,43 @@ def measure_calibration(
     if not np.isfinite(floor) or not np.isfinite(ceiling) or ceiling - floor < MIN_SPAN:
         return None
     return round(floor, 4), round(ceiling, 4)
+
+
+@dataclass(frozen=True)
+class ModelCalibration:
+    """Where a model's cosines mean unrelated and a clear match, and how the gate weighs the rest."""
+
+    #: Cosine at or below which a passage is unrelated for this model.
+    floor: float
+    #: Cosine at or above which a passage is a clear semantic match.
+    ceiling: float
+    #: Similarity above the background at which a passage counts as fully distinct.
+    distinct_scale: float = 0.25
+    #: Share of the semantic evidence kept for a passage no more similar than the background.
+    distinct_base: float = 0.5
+    #: Weight of full keyword coverage in the noisy-OR.
+    coverage_weight: float = 0.8
+
+
+#: Measured per model on the tuning suites' questions; a model without an entry gets the
+#: calibration measured over its index's corpus at ingest (:func:`measure_calibration`), and
+#: an index without one (built before it was recorded) a conservative default.
+CALIBRATIONS: dict[str, ModelCalibration] = {
+    "sentence-transformers/all-MiniLM-L6-v2@int8-onnx": ModelCalibration(floor=0.15, ceiling=0.55),
+}
+_DEFAULT_CALIBRATION = ModelCalibration(floor=0.30, ceiling=0.75)
+
+
+def calibration_for(model_id: str | None, measured: tuple[float, float] | None = None) -> ModelCalibration:
+    """The model's calibration; ``measured``: the (floor, ceiling) its index records."""
+    known = CALIBRATIONS.get(model_id or "")
+    if known is not None:
+        return known
+    if measured is not None:
+        floor, ceiling = measured
+        # Distinctness is a gap between similarities, so it scales with the model's span: the
+        # share of it the tuned model's distinct_scale is (0.25 of MiniLM's 0.40).
+        tuned = CALIBRATIONS["sentence-transformers/all-MiniLM-L6-v2@int8-onnx"]
+        share = tuned.distinct_scale / (tuned.ceiling - tuned.floor)
+        return ModelCalibration(floor=floor, ceiling=ceiling, distinct_scale=share * (ceiling - floor))
+    return _DEFAULT_CALIBRATION

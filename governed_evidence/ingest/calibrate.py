@@ -15,12 +15,12 @@ import numpy as np
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder, Vectors, embed_queries
 from governed_evidence.embeddings.calibration import (
+    CALIBRATIONS,
     MIN_PASSAGES,
     UNRELATED_QUESTIONS,
     measure_calibration,
     pseudo_query_rows,
 )
-from governed_evidence.search.confidence import CALIBRATIONS
 
 __all__ = ["level_calibrations"]
 

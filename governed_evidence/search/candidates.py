@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from governed_evidence.embeddings.calibration import ModelCalibration
 from governed_evidence.errors import IndexUnavailableError
 from governed_evidence.search import sql
-from governed_evidence.search.confidence import ModelCalibration, Signals, background_similarity, confidences
+from governed_evidence.search.confidence import Signals, background_similarity, confidences
 from governed_evidence.search.fusion import Fused, fuse
 from governed_evidence.search.limits import SearchMode
 from governed_evidence.search.plan import Snapshot

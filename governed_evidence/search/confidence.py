@@ -24,61 +24,22 @@ The gate (:mod:`gate`) thresholds this number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
+# A model's calibration lives with the embeddings (an ingest measures it there).
+from governed_evidence.embeddings.calibration import ModelCalibration
+
 __all__ = [
     "BACKGROUND_RANKS",
-    "CALIBRATIONS",
-    "ModelCalibration",
     "Signals",
     "background_similarity",
-    "calibration_for",
     "confidences",
 ]
 
 #: Semantic ranks (1-based, inclusive) whose mean similarity is the query's background.
 BACKGROUND_RANKS = (5, 15)
-
-
-@dataclass(frozen=True)
-class ModelCalibration:
-    #: Cosine at or below which a passage is unrelated for this model.
-    floor: float
-    #: Cosine at or above which a passage is a clear semantic match.
-    ceiling: float
-    #: Similarity above the background at which a passage counts as fully distinct.
-    distinct_scale: float = 0.25
-    #: Share of the semantic evidence kept for a passage no more similar than the background.
-    distinct_base: float = 0.5
-    #: Weight of full keyword coverage in the noisy-OR.
-    coverage_weight: float = 0.8
-
-
-#: Measured per model on the tuning suites' questions; a model without an entry gets the
-#: calibration measured over its index's corpus at ingest (embeddings/calibration.py), and
-#: an index without one (built before it was recorded) a conservative default.
-CALIBRATIONS: dict[str, ModelCalibration] = {
-    "sentence-transformers/all-MiniLM-L6-v2@int8-onnx": ModelCalibration(floor=0.15, ceiling=0.55),
-}
-_DEFAULT_CALIBRATION = ModelCalibration(floor=0.30, ceiling=0.75)
-
-
-def calibration_for(model_id: str | None, measured: tuple[float, float] | None = None) -> ModelCalibration:
-    """The model's calibration; ``measured``: the (floor, ceiling) its index records."""
-    known = CALIBRATIONS.get(model_id or "")
-    if known is not None:
-        return known
-    if measured is not None:
-        floor, ceiling = measured
-        # Distinctness is a gap between similarities, so it scales with the model's span: the
-        # share of it the tuned model's distinct_scale is (0.25 of MiniLM's 0.40).
-        tuned = CALIBRATIONS["sentence-transformers/all-MiniLM-L6-v2@int8-onnx"]
-        share = tuned.distinct_scale / (tuned.ceiling - tuned.floor)
-        return ModelCalibration(floor=floor, ceiling=ceiling, distinct_scale=share * (ceiling - floor))
-    return _DEFAULT_CALIBRATION
 
 
 class Signals(NamedTuple):

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
+from governed_evidence.embeddings.calibration import calibration_for
 from governed_evidence.errors import EmbedderError, IndexUnavailableError, InvalidRequestError
 from governed_evidence.logging import get_logger
 from governed_evidence.search import lookup, semantic, sql
 from governed_evidence.search.candidates import CANDIDATES, Candidate, Pool, Ranking, assemble
-from governed_evidence.search.confidence import calibration_for
 from governed_evidence.search.copies import MemoryBudget, MemoryCopy
 from governed_evidence.search.gate import GateOutcome, GateThresholds, gate
 from governed_evidence.search.impacts import ImpactCopier, ImpactIndex

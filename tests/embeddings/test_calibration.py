@@ -12,16 +12,17 @@ import pytest
 from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import ModelIdentity, Vectors
 from governed_evidence.embeddings.calibration import (
+    CALIBRATIONS,
     CEILING_SHARE,
     FLOOR_QUANTILE,
     MIN_PASSAGES,
     PSEUDO_QUERIES,
     UNRELATED_QUESTIONS,
+    calibration_for,
     measure_calibration,
     pseudo_query_rows,
 )
 from governed_evidence.ingest.pipeline import ingest_corpus
-from governed_evidence.search.confidence import CALIBRATIONS, calibration_for
 from governed_evidence.search.service import SearchService
 from governed_evidence.store.meta import IndexMeta
 from tests.helpers import HashEmbedder, meta_of, write

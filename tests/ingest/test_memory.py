@@ -20,6 +20,7 @@ import apsw
 import pytest
 
 from governed_evidence.config import Classification
+from governed_evidence.embeddings.base import Embedder
 from governed_evidence.ingest import pipeline, writer
 from governed_evidence.ingest.pipeline import dry_run_corpus, ingest_corpus
 from tests.helpers import HashEmbedder
@@ -45,9 +46,11 @@ def _build_peak(corpus: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     peaks: list[int] = []
     calibrations = pipeline.level_calibrations
 
-    def calibrated(conn: apsw.Connection, ceiling: Classification) -> dict[str, tuple[float, float]]:
+    def calibrated(
+        conn: apsw.Connection, ceiling: Classification, embedder: Embedder
+    ) -> dict[str, tuple[float, float]]:
         peaks.append(tracemalloc.get_traced_memory()[1])
-        return calibrations(conn, ceiling)
+        return calibrations(conn, ceiling, embedder)
 
     monkeypatch.setattr(pipeline, "level_calibrations", calibrated)
     monkeypatch.setattr(writer, "CHUNK_PASSAGES", 8)

@@ -14,8 +14,9 @@ from typing import Any
 import apsw
 import numpy as np
 
+from governed_evidence.embeddings.calibration import ModelCalibration
 from governed_evidence.search import bm25
-from governed_evidence.search.confidence import ModelCalibration, Signals, confidences
+from governed_evidence.search.confidence import Signals, confidences
 from governed_evidence.search.fusion import COVERAGE_EXPONENT, RRF_K, Fused, fuse
 
 

@@ -18,14 +18,8 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from governed_evidence.search.confidence import (
-    CALIBRATIONS,
-    ModelCalibration,
-    Signals,
-    background_similarity,
-    calibration_for,
-    confidences,
-)
+from governed_evidence.embeddings.calibration import CALIBRATIONS, ModelCalibration, calibration_for
+from governed_evidence.search.confidence import Signals, background_similarity, confidences
 from governed_evidence.search.gate import documents_first, gate
 from tests.search.reference import confidence, confidence_one_at_a_time
 
