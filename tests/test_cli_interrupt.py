@@ -103,6 +103,15 @@ def _after_progress(stderr: str) -> str:
     return "\n".join(line for line in stderr.strip().splitlines() if not line.startswith("ingest: "))
 
 
+def _sigint_at_default() -> None:
+    """In the child before it runs: Ctrl-C at its default, as for a command a terminal runs.
+
+    A job started in the background of a non-interactive shell (``make test &``, ``nohup``)
+    inherits SIGINT ignored, and Python then leaves it ignored; these tests are about what the
+    CLI does when the signal arrives, not about that inheritance."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "GOVERNED_EVIDENCE_LOG_LEVEL"}
     return {**env, "PYTHONPATH": str(REPO)}
@@ -145,6 +154,7 @@ def test_ctrl_c_mid_embedding_leaves_the_previous_index_and_says_so(tmp_path: Pa
         [sys.executable, "-c", MID_EMBEDDING, str(marker), *argv],
         cwd=REPO,
         env=_env(),
+        preexec_fn=_sigint_at_default,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -172,6 +182,7 @@ def _interrupted_in_write_phase(marker: Path, corpus: Path, db: Path) -> subproc
         [sys.executable, "-c", IN_WRITE_PHASE, str(marker), "ingest", "--corpus", str(corpus), "--db", str(db)],
         cwd=REPO,
         env=_env(),
+        preexec_fn=_sigint_at_default,
         capture_output=True,
         text=True,
         timeout=120,
@@ -209,6 +220,7 @@ def test_ctrl_c_of_another_command_says_interrupted(tmp_path: Path) -> None:
         [sys.executable, "-c", IN_SEARCH, "search", "leave", "--db", str(tmp_path / "evidence.sqlite")],
         cwd=REPO,
         env=_env(),
+        preexec_fn=_sigint_at_default,
         capture_output=True,
         text=True,
         timeout=120,
@@ -228,6 +240,7 @@ def test_ctrl_c_of_serve_is_a_log_line_and_exit_130(tmp_path: Path) -> None:
         [sys.executable, "-m", "governed_evidence", "serve", "--db", str(db)],
         cwd=REPO,
         env=_env(),
+        preexec_fn=_sigint_at_default,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
