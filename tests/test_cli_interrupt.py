@@ -18,6 +18,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import apsw
 import pytest
 
 from benchmarks.startup import rpc_request
@@ -29,9 +30,10 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO / "data" / "sample_corpus"
 
 # The CLI as the console script runs it; the real embedder's first embed() says the model has
-# started, so the test signals while the passages are embedded. The model runs a few texts a
-# call, so the marker is written once, whole (renamed into place): a signal landing between two
-# calls or during a write must not read as "the model finished".
+# started, so the test signals while the passages are embedded, and each call that returns adds
+# its count of texts to a second file. The model runs a few texts a call, so the marker is
+# written once, whole (renamed into place): a signal landing between two calls or during a write
+# must not read as either "not started" or "the model finished".
 MID_EMBEDDING = textwrap.dedent(
     """
     import sys
@@ -47,7 +49,10 @@ MID_EMBEDDING = textwrap.dedent(
             written = marker.with_suffix(".tmp")
             written.write_text(f"embedding {len(texts)}")
             written.replace(marker)
-        return real_embed(self, texts)
+        vectors = real_embed(self, texts)
+        with marker.with_suffix(".done").open("a") as done:
+            done.write(f"{len(texts)}\\n")
+        return vectors
 
     MiniLMEmbedder.embed = embed
     sys.exit(main(sys.argv[2:]))
@@ -120,6 +125,23 @@ def _env() -> dict[str, str]:
     return {**env, "PYTHONPATH": str(REPO)}
 
 
+def _texts_embedded(marker: Path) -> int:
+    """Texts the model returned vectors for, by the calls that completed (a line cut short by
+    the signal is not one)."""
+    done = marker.with_suffix(".done")
+    lines = done.read_text().split("\n")[:-1] if done.exists() else []
+    return sum(int(line) for line in lines)
+
+
+def _passages(db: Path) -> int:
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        (count,) = conn.execute("SELECT count(*) FROM passages").fetchone() or (0,)
+        return int(count)
+    finally:
+        conn.close()
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -171,8 +193,7 @@ def test_ctrl_c_mid_embedding_leaves_the_previous_index_and_says_so(tmp_path: Pa
     finally:
         if proc.poll() is None:
             proc.kill()
-    # 130 and this notice: the ingest was stopped before it could finish, so mid-embedding
-    # (the sample corpus's passages take the model seconds; the signal came 0.5 s into them).
+    assert _texts_embedded(marker) < _passages(db), "the model finished before the interrupt"
     assert proc.returncode == 130, err
     assert _after_progress(err) == "interrupted; the previous index is unchanged"
     assert "Traceback" not in err and out == ""
