@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from governed_evidence._forked import address_space, fork, read_answer, write_all
+from governed_evidence._forked import address_space, fork, read_answer
 from governed_evidence.errors import ResponseTooLargeError, StatisticsError, UnusableResponseError
 
 __all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "START_SECONDS", "run_isolated"]
@@ -100,7 +100,10 @@ def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoRe
                 "raise",
                 UnusableResponseError(f"the provider's answer could not be read ({type(exc).__name__})"),
             )
-        write_all(write_fd, pickle.dumps(outcome))
+        # Pickled straight into the pipe (the pickler writes a frame of 64 KiB at a time), not
+        # pickled whole first: a large answer is not held a second time, as bytes, here.
+        with open(write_fd, "wb", closefd=False) as pipe:
+            pickle.dump(outcome, pipe)
     finally:
         os._exit(0)
 
