@@ -5,12 +5,14 @@ document loaders (:mod:`governed_evidence.ingest.loaders.bounded`) and the SDMX-
 (:mod:`governed_evidence.sdmx.isolated`). Each sets its own limits in the child and speaks
 its own errors; what they share is here: forking with the parent's buffered output written
 first, the child's address space read from ``/proc``, the answer written whole, and the
-answer read back under a wall-clock deadline past which the child is killed.
+answer read back under a wall-clock deadline past which the child is killed, either whole
+(:func:`read_answer`) or as a stream its reader takes as it comes (:class:`AnswerStream`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import selectors
 import signal
@@ -18,9 +20,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
-__all__ = ["Outcome", "address_space", "fork", "read_answer", "write_all"]
+__all__ = ["AnswerStream", "Outcome", "address_space", "fork", "read_answer", "write_all"]
 
 
 def address_space() -> int | None:
@@ -82,6 +84,62 @@ class Outcome:
     status: int | None
 
 
+class AnswerStream(io.RawIOBase):
+    """What the child writes, read as it comes, until it closes the pipe or a deadline passes.
+
+    A reader (``pickle.load``) may take the answer from here as it arrives, so the answer
+    is never held whole as bytes beside what is made of it. Past a deadline the stream
+    ends, as if cut off. A child that has written nothing within ``start_seconds``, or not
+    finished within ``wall_seconds``, or that has not finished when the stream is closed,
+    is killed; closing reaps it and closes ``read_fd``.
+    """
+
+    def __init__(self, pid: int, read_fd: int, wall_seconds: float, *, start_seconds: float | None = None) -> None:
+        super().__init__()
+        self.pid = pid
+        self.read_fd = read_fd
+        now = time.monotonic()
+        self.deadline = now + wall_seconds
+        self.start_by = self.deadline if start_seconds is None else min(self.deadline, now + start_seconds)
+        self.started = False
+        #: The child closed the pipe.
+        self.finished = False
+        #: ``os.waitpid``'s status once closed; None when reaped elsewhere (SIGCHLD ignored).
+        self.status: int | None = None
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(read_fd, selectors.EVENT_READ)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.finished and (left := (self.deadline if self.started else self.start_by) - time.monotonic()) > 0:
+            if not self._selector.select(left):
+                continue
+            chunk = os.read(self.read_fd, len(buffer))
+            if not chunk:
+                self.finished = True
+                break
+            self.started = True
+            buffer[: len(chunk)] = chunk
+            return len(chunk)
+        return 0
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._selector.close()
+            os.close(self.read_fd)
+        finally:
+            if not self.finished:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                _, self.status = os.waitpid(self.pid, 0)
+            super().close()
+
+
 def read_answer(pid: int, read_fd: int, wall_seconds: float, *, start_seconds: float | None = None) -> Outcome:
     """Everything the child writes until it closes the pipe, or until a deadline; the child reaped.
 
@@ -90,27 +148,7 @@ def read_answer(pid: int, read_fd: int, wall_seconds: float, *, start_seconds: f
     """
     # One buffer, not a list joined at the end: a large answer is held once, not twice.
     answer = bytearray()
-    finished = False
-    status: int | None = None
-    try:
-        now = time.monotonic()
-        deadline = now + wall_seconds
-        start_by = deadline if start_seconds is None else min(deadline, now + start_seconds)
-        with selectors.DefaultSelector() as selector:
-            selector.register(read_fd, selectors.EVENT_READ)
-            while (left := (deadline if answer else start_by) - time.monotonic()) > 0:
-                if not selector.select(left):
-                    continue
-                chunk = os.read(read_fd, 1 << 20)
-                if not chunk:
-                    finished = True
-                    break
-                answer += chunk
-    finally:
-        os.close(read_fd)
-        if not finished:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            _, status = os.waitpid(pid, 0)
-    return Outcome(answer, finished, status)
+    with AnswerStream(pid, read_fd, wall_seconds, start_seconds=start_seconds) as stream:
+        while chunk := stream.read(1 << 20):
+            answer += chunk
+    return Outcome(answer, stream.finished, stream.status)

@@ -19,7 +19,8 @@ run at full speed on the other processor.
   within :data:`START_SECONDS` (stuck in the fork itself) is killed and forked again.
 * **The answer** is the parsed table (the first rows the caller asked for, constants, labels),
   structure message or catalogue rows, or the error the parse raised, pickled back through
-  the pipe.
+  the pipe as it is made and unpickled here as it comes: neither process holds it whole as
+  bytes beside the objects (for 275,000 kept codes, 11 MB in each).
 
 Where fork or the resource module does not exist, the parse runs in the calling thread. The
 forking and the reading back are shared with ingest's document parsers
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
 import pickle
 import signal
@@ -37,7 +39,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from governed_evidence._forked import address_space, fork, read_answer
+from governed_evidence._forked import AnswerStream, address_space, fork
 from governed_evidence.errors import ResponseTooLargeError, StatisticsError, UnusableResponseError
 
 __all__ = ["MAX_CHILD_BYTES", "MAX_CHILD_SECONDS", "SLOTS", "START_SECONDS", "run_isolated"]
@@ -133,29 +135,33 @@ def run_isolated(fn: Callable[..., _T], *args: Any) -> _T:
 
 def _fork(fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
     for _ in range(_STARTS):
-        answer = _attempt(fn, args)
-        if answer is not None:
+        outcome = _attempt(fn, args)
+        if outcome is not None:
             break
     else:
         raise UnusableResponseError(
             "the provider's answer could not be read now (its parsing process did not start); try again"
         )
-    if not answer:
-        # Killed by the kernel's processor limit, the wall-clock backstop, or out of memory.
-        raise _too_large()
-    try:
-        kind, value = pickle.loads(answer)  # noqa: S301 - written by this process's own child
-    except (pickle.UnpicklingError, EOFError, ValueError):
-        raise _too_large() from None  # cut off while writing
+    kind, value = outcome
     if kind == "ok":
         return value  # type: ignore[no-any-return]
     raise value
 
 
-def _attempt(fn: Callable[..., Any], args: tuple[Any, ...]) -> memoryview | None:
-    """One child's answer (empty when it wrote none), or None when it never started."""
+def _attempt(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any] | None:
+    """One child's outcome, or None when it never started.
+
+    The outcome is unpickled as it comes through the pipe, so a large one is never held
+    whole as bytes beside the objects made of it.
+    """
     pid, read_fd = fork(lambda write_fd: _child(write_fd, fn, args))
-    outcome = read_answer(pid, read_fd, MAX_CHILD_SECONDS * 3 / 2, start_seconds=START_SECONDS)
-    if not outcome.answer.startswith(_STARTED):
-        return None
-    return memoryview(outcome.answer)[len(_STARTED) :]
+    with AnswerStream(pid, read_fd, MAX_CHILD_SECONDS * 3 / 2, start_seconds=START_SECONDS) as stream:
+        if stream.read(len(_STARTED)) != _STARTED:
+            return None
+        try:
+            outcome: tuple[str, Any] = pickle.load(io.BufferedReader(stream))  # noqa: S301 - this process's own child
+        except (pickle.UnpicklingError, EOFError, ValueError):
+            # Nothing written (killed by the kernel's processor limit, the wall-clock
+            # backstop, or out of memory), or cut off while writing.
+            raise _too_large() from None
+    return outcome
