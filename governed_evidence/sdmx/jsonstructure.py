@@ -53,7 +53,9 @@ class Group:
     ``artefact`` gets each artefact built (an empty object for an element that is not one)
     with what its ``items`` member's elements were gathered into (``collect()``, each
     element built and handed to ``item`` with it, then dropped), and returns what is kept.
-    Members named in ``drop`` are passed over at every level.
+    Members named in ``drop`` are passed over at every level. ``begin`` is called as the
+    member's artefacts start, each time it is read (a member written twice is read twice,
+    the last read counting), for a reader that hands its artefacts on as it goes.
     """
 
     artefact: Callable[[Built, Any], Any]
@@ -61,6 +63,7 @@ class Group:
     items: str | None = None
     collect: Callable[[], Any] = list
     item: Callable[[Any, Built], None] | None = None
+    begin: Callable[[], None] | None = None
 
 
 @dataclass
@@ -129,6 +132,8 @@ def read_groups(body: bytes, groups: Mapping[str, Group]) -> Groups:
             if group is None:
                 events.skip(item)
                 continue
+            if group.begin is not None:
+                group.begin()
             found.read[part] = [_artefact(events, element, group) for element in events.elements(item)]
     events.end()
     return found

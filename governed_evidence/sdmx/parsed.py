@@ -28,9 +28,9 @@ from governed_evidence.sdmx.catalogue import CatalogueIndex, parse_catalogue
 from governed_evidence.sdmx.data import DataTable, parse_data
 from governed_evidence.sdmx.envelope import unwrap
 from governed_evidence.sdmx.formats import Format, detect
-from governed_evidence.sdmx.isolated import run_isolated
+from governed_evidence.sdmx.isolated import run_isolated, run_streamed
 from governed_evidence.sdmx.providers import Provider
-from governed_evidence.sdmx.sdmxjson import parse_json_catalogue, parse_json_structure
+from governed_evidence.sdmx.sdmxjson import CatalogueParts, StructureParts, parse_json_catalogue, parse_json_structure
 from governed_evidence.sdmx.structure import MAX_CODES, error_codes, parse_structure
 from governed_evidence.sdmx.urls import Kind
 
@@ -87,8 +87,10 @@ class ParsedResponses:
         content_type, body = self._opened(entry)
         fmt = detect(content_type, body)
         if fmt == "json":
-            # Event-by-event Python work, like JSON data: in a child, off the server's interpreter lock.
-            message = run_isolated(parse_json_structure, body)
+            # Event-by-event Python work, like JSON data: in a child, off the server's interpreter
+            # lock; its codes sent in parts as they are read, so the child never holds them all.
+            parts = StructureParts()
+            message = parts.message(run_streamed(parse_json_structure, parts.take, body))
         elif fmt == "structure":
             message = parse_structure(body)
         else:
@@ -114,7 +116,9 @@ class ParsedResponses:
             content_type, body = self._opened(entry)
             fmt = detect(content_type, body)
             if fmt == "json":
-                rows = run_isolated(parse_json_catalogue, body)
+                # Sent in parts as they are read, like a structure's codes.
+                catalogue = CatalogueParts()
+                rows = catalogue.rows(run_streamed(parse_json_catalogue, catalogue.take, body))
             elif fmt == "structure":
                 rows = parse_catalogue(body)
             else:

@@ -23,6 +23,8 @@ kept passes :func:`~governed_evidence.sdmx.xml.clean`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import count
 from typing import Any
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
@@ -42,6 +44,9 @@ from governed_evidence.sdmx.xml import clean, plain_text
 
 __all__ = [
     "MAX_JSON_BYTES",
+    "PART_ITEMS",
+    "CatalogueParts",
+    "StructureParts",
     "as_dict",
     "as_list",
     "as_text",
@@ -52,6 +57,12 @@ __all__ = [
 
 #: The largest JSON message read, structure or data.
 MAX_JSON_BYTES = 16 * 1024 * 1024
+#: Codes or catalogue rows a parse that sends its answer in parts (``send``) sends at once:
+#: a few hundred KiB of text, where the whole answer may be tens of MB.
+PART_ITEMS = 4096
+
+#: Where a parse sends a part of its answer (:func:`~governed_evidence.sdmx.isolated.run_streamed`).
+Send = Callable[[Any], None]
 
 
 def as_dict(value: Any) -> dict[str, Any]:
@@ -222,11 +233,62 @@ _STRUCTURE_GROUPS = ("dataflows", "dataStructures", "codelists", "conceptSchemes
 
 
 class _Codes:
-    """A codelist's codes as they are read: id -> name, and how many elements were read."""
+    """A codelist's codes as they are read: id -> name, and how many elements were read.
 
-    def __init__(self) -> None:
+    With ``send``, the codes go out every :data:`PART_ITEMS` as ``("codes", serial, codes)``,
+    ``serial`` telling this list from another read for the same codelist (``codes`` written
+    twice); ``("codelist", serial, None)`` once its codelist is read says which list it kept.
+    """
+
+    def __init__(self, send: Send | None = None, serial: int = 0) -> None:
         self.codes: dict[str, str] = {}
         self.read = 0
+        self.send = send
+        self.serial = serial
+
+    def add(self, code: str, name: str) -> None:
+        self.codes[code] = name
+        if self.send is not None and len(self.codes) >= PART_ITEMS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.send is not None and self.codes:
+            self.send(("codes", self.serial, self.codes))
+            self.codes = {}
+
+
+class StructureParts:
+    """A structure message's codes, sent in parts by :func:`parse_json_structure`, put back together.
+
+    Each part's codes are assigned in the order sent, so a code id read twice keeps its first
+    place and its last name, as in one dict. The last part names, in order, the lists the
+    message's codelists kept (a codelist read and then replaced is not among them).
+    """
+
+    def __init__(self) -> None:
+        self._reading: dict[int, dict[str, str]] = {}
+        self._read: dict[int, dict[str, str]] = {}
+        self._kept: list[int] = []
+
+    def take(self, part: tuple[str, Any, dict[str, str] | None]) -> None:
+        kind, serial, codes = part
+        if kind == "codes" and codes is not None:
+            self._reading.setdefault(serial, {}).update(codes)
+        elif kind == "codelist":
+            self._read[serial] = self._reading.pop(serial, {})
+            # Lists read for this codelist and replaced (``codes`` written twice) are dropped.
+            self._reading.clear()
+        elif kind == "kept":
+            self._kept = list(serial)
+
+    def message(self, message: StructureMessage) -> StructureMessage:
+        """``message`` (as the parse returned it) with each codelist's codes."""
+        if len(self._kept) != len(message.codelists):
+            raise UnusableResponseError("the provider's answer could not be read (its codes were not all received)")
+        for codelist, serial in zip(message.codelists, self._kept, strict=True):
+            codelist.codes = self._read.pop(serial, {})
+        self._read.clear()
+        return message
 
 
 def _check(found: Groups) -> None:
@@ -241,11 +303,13 @@ def _too_large(body: bytes) -> None:
         )
 
 
-def parse_json_structure(body: bytes) -> StructureMessage:
+def parse_json_structure(body: bytes, send: Send | None = None) -> StructureMessage:
     """An SDMX-JSON 2.0 structure message as the SDMX-ML reader would have produced it.
 
     Read as a stream (:mod:`~governed_evidence.sdmx.jsonstructure`): each artefact is
-    built alone and turned into what is kept at once, each code and concept alone.
+    built alone and turned into what is kept at once, each code and concept alone. With
+    ``send``, the codes are sent in parts as they are read and the codelists returned
+    without them: :class:`StructureParts` puts them back.
 
     Raises
     ------
@@ -259,6 +323,9 @@ def parse_json_structure(body: bytes) -> StructureMessage:
     # Counts what is read as it is read, so a message with too much is refused before it is
     # all built (a member written twice counts each time); the size recorded is what is kept.
     budget = CodeBudget()
+    serials = count()
+    #: id(codelist) -> the serial of its codes, when they are sent (the codelists live to the end).
+    sent: dict[int, int] = {}
 
     def dataflow(item: dict[str, Any], _: object) -> tuple[Dataflow, int]:
         flow = _dataflow(item)
@@ -275,10 +342,16 @@ def parse_json_structure(body: bytes) -> StructureMessage:
         budget.take(1)
         codes.read += 1
         if isinstance(item.get("id"), str):
-            codes.codes[clean(item["id"])] = clean(name_of(item))
+            codes.add(clean(item["id"]), clean(name_of(item)))
+
+    def new_codes() -> _Codes:
+        return _Codes(send, next(serials))
 
     def codelist(item: dict[str, Any], codes: _Codes) -> tuple[Codelist, int]:
         budget.take(1)
+        if send is not None:
+            codes.flush()
+            send(("codelist", codes.serial, None))
         found = Codelist(
             agency=str(item.get("agencyID", "")),
             id=str(item.get("id", "")),
@@ -287,6 +360,7 @@ def parse_json_structure(body: bytes) -> StructureMessage:
             codes=codes.codes,
             partial=item.get("isPartial") is True,
         )
+        sent[id(found)] = codes.serial
         return found, 1 + codes.read
 
     def concept(concepts: list[tuple[str, str]], item: dict[str, Any]) -> None:
@@ -307,7 +381,7 @@ def parse_json_structure(body: bytes) -> StructureMessage:
         {
             "dataflows": Group(dataflow),
             "dataStructures": Group(structure, drop=_UNUSED),
-            "codelists": Group(codelist, drop=_UNUSED, items="codes", collect=_Codes, item=code),
+            "codelists": Group(codelist, drop=_UNUSED, items="codes", collect=new_codes, item=code),
             "conceptSchemes": Group(scheme, drop=_UNUSED, items="concepts", item=concept),
             "dataConstraints": Group(constraint, drop=_UNUSED),
             "contentConstraints": Group(constraint, drop=_UNUSED),
@@ -331,11 +405,16 @@ def parse_json_structure(body: bytes) -> StructureMessage:
         for cid, text in concepts:
             message.concepts[(scheme_id, cid)] = text
             message.concepts.setdefault(("", cid), text)
+    if send is not None:
+        send(("kept", [sent[id(c)] for c in message.codelists], None))
     return message
 
 
-def parse_json_catalogue(body: bytes) -> list[CatalogueRow]:
+def parse_json_catalogue(body: bytes, send: Send | None = None) -> list[CatalogueRow]:
     """The dataflows of an SDMX-JSON 2.0 structure message, as catalogue rows.
+
+    With ``send``, the rows are sent in parts as they are read and none returned:
+    :class:`CatalogueParts` puts them together.
 
     Raises
     ------
@@ -347,6 +426,21 @@ def parse_json_catalogue(body: bytes) -> list[CatalogueRow]:
     """
     _too_large(body)
     count = 0
+    # Rows not yet sent, and which reading of ``dataflows`` they are from (written twice,
+    # the last reading counts).
+    pending: list[CatalogueRow] = []
+    reading = -1
+
+    def flush() -> None:
+        nonlocal pending
+        if send is not None and pending:
+            send((reading, pending))
+            pending = []
+
+    def begin() -> None:
+        nonlocal reading
+        flush()
+        reading += 1
 
     def row(item: dict[str, Any], _: object) -> CatalogueRow | None:
         nonlocal count
@@ -354,8 +448,41 @@ def parse_json_catalogue(body: bytes) -> list[CatalogueRow]:
         if count > MAX_DATAFLOWS:
             raise ResponseTooLargeError("the catalogue lists more dataflows than this server reads")
         flow = _dataflow(item)
-        return catalogue_row(flow.agency, flow.id, flow.version or "latest", flow.name, flow.description)
+        found = catalogue_row(flow.agency, flow.id, flow.version or "latest", flow.name, flow.description)
+        if send is None or found is None:
+            return found
+        pending.append(found)
+        if len(pending) >= PART_ITEMS:
+            flush()
+        return None
 
-    found = read_groups(body, {"dataflows": Group(row)})
+    found = read_groups(body, {"dataflows": Group(row, begin=begin)})
     _check(found)
-    return [r for r in found.read.get("dataflows", []) if r is not None]
+    if send is None:
+        return [r for r in found.read.get("dataflows", []) if r is not None]
+    flush()
+    # Which reading's rows are the catalogue: none when ``data`` was written again without dataflows.
+    send((reading if "dataflows" in found.read else None, None))
+    return []
+
+
+class CatalogueParts:
+    """A catalogue's rows, sent in parts by :func:`parse_json_catalogue`, put back together."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, list[CatalogueRow]] = {}
+        self._kept: int | None = None
+
+    def take(self, part: tuple[int | None, list[CatalogueRow] | None]) -> None:
+        reading, rows = part
+        if rows is None:
+            self._kept = reading
+        elif reading is not None:
+            self._rows.setdefault(reading, []).extend(rows)
+
+    def rows(self, last: list[CatalogueRow]) -> list[CatalogueRow]:
+        """The catalogue: the rows sent with the reading kept, then ``last`` (what the parse returned)."""
+        rows = self._rows.pop(self._kept, []) if self._kept is not None else []
+        self._rows.clear()
+        rows.extend(last)
+        return rows
