@@ -85,10 +85,11 @@ VARIANTS: dict[str, tuple[bytes, bytes, bytes]] = {
         b'{"id":"C%07d","names":{"en":"Code %07d"}},',
         b"{}]}]}}",
     ),
-    # Fewer, longer codes, all kept (just under MAX_CODES): the parsed message comes back whole.
+    # Fewer, longer codes, all kept (97,541, just under MAX_CODES): the parsed message comes back whole.
     "structure-codes-kept": (
         b'{"data":{"codelists":[{"id":"CL","codes":[',
-        b'{"id":"C%07d","names":{"en":"Code number %07d, kept"}},',
+        b'{"id":"C%07d","names":{"en":"Code number %07d, kept, with a name long enough that fewer codes fill '
+        b'the message: as many of them as the code limit lets in, no more"}},',
         b"{}]}]}}",
     ),
     # A catalogue answer (search_datasets): dataflows, each built and kept, refused past MAX_DATAFLOWS.
