@@ -17,6 +17,7 @@ import re
 import sys
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
@@ -29,7 +30,9 @@ __all__ = [
     "CatalogueIndex",
     "CatalogueRow",
     "Hit",
+    "Words",
     "catalogue_row",
+    "index_words",
     "parse_catalogue",
     "query_terms",
 ]
@@ -145,6 +148,19 @@ def _words(text: str) -> str:
     return " " + " ".join(dict.fromkeys(_WORD_RE.findall(text.lower()))) + " "
 
 
+#: A run of rows' words (their lines joined) and where each row starts in it, the last offset its end.
+Words = tuple[bytes, "array[int]"]
+
+
+def index_words(rows: Sequence[CatalogueRow]) -> Words:
+    """The words of ``rows`` as :class:`CatalogueIndex` holds them: one run of bytes, made at its size."""
+    lines = [_line(r) for r in rows]
+    starts = array("q", [0])
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    return b"".join(lines), starts
+
+
 def _line(row: CatalogueRow) -> bytes:
     """A row's words, ``" name words | id words | description words "`` and a newline, in ASCII (``_WORD_RE``)."""
     ident = row.dataset_id.replace("_", " ").replace("@", " ")
@@ -172,20 +188,24 @@ class CatalogueIndex:
     and a query word is looked for over all the rows in C, the rows it occurs in found by
     their offsets. They are joined :data:`_CHUNK_ROWS` rows at a time, each run made once
     at its size: grown a row at a time instead, the reallocations left twice its size of
-    holes in the heap.
+    holes in the heap. A catalogue read in the parsing child comes with its rows' words
+    made there (``words``), off the server's interpreter lock.
     Document frequencies are counted per query word, in the same pass that weighs the rows.
     """
 
-    def __init__(self, rows: list[CatalogueRow]) -> None:
+    def __init__(self, rows: list[CatalogueRow], words: Iterable[Words] | None = None) -> None:
+        """The index of ``rows``; ``words``, their words made already (:func:`index_words`), runs of rows in order."""
         self.rows = rows
-        #: (first row, its rows' words, where each row starts in them), per _CHUNK_ROWS rows.
+        if words is None:
+            words = (index_words(rows[first : first + _CHUNK_ROWS]) for first in range(0, len(rows), _CHUNK_ROWS))
+        #: (first row, its rows' words, where each row starts in them), per run of rows.
         self._chunks: list[tuple[int, bytes, array[int]]] = []
-        for first in range(0, len(rows), _CHUNK_ROWS):
-            lines = [_line(r) for r in rows[first : first + _CHUNK_ROWS]]
-            starts = array("q", [0])
-            for line in lines:
-                starts.append(starts[-1] + len(line))
-            self._chunks.append((first, b"".join(lines), starts))
+        first = 0
+        for text, starts in words:
+            self._chunks.append((first, text, starts))
+            first += len(starts) - 1
+        if first != len(rows):
+            raise ValueError("the words given are not the rows'")
 
     def __len__(self) -> int:
         return len(self.rows)

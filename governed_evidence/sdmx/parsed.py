@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping
 from governed_evidence.errors import UnusableResponseError
 from governed_evidence.sdmx.artefacts import StructureMessage
 from governed_evidence.sdmx.cache import CacheEntry, ResponseCache
-from governed_evidence.sdmx.catalogue import CatalogueIndex, parse_catalogue
+from governed_evidence.sdmx.catalogue import CatalogueIndex, Words, parse_catalogue
 from governed_evidence.sdmx.data import DataTable, parse_data
 from governed_evidence.sdmx.envelope import unwrap
 from governed_evidence.sdmx.formats import Format, detect
@@ -112,19 +112,20 @@ class ParsedResponses:
             if memo is not None and memo[0] == key:
                 return memo[1]
         rows = self.cache.load_catalogue(entry.provider, key)
+        words: list[Words] | None = None
         if rows is None:
             content_type, body = self._opened(entry)
             fmt = detect(content_type, body)
             if fmt == "json":
-                # Sent in parts as they are read, like a structure's codes.
+                # Sent in parts as they are read, like a structure's codes, with their index words.
                 catalogue = CatalogueParts()
-                rows = catalogue.rows(run_streamed(parse_json_catalogue, catalogue.take, body))
+                rows, words = catalogue.catalogue(run_streamed(parse_json_catalogue, catalogue.take, body))
             elif fmt == "structure":
                 rows = parse_catalogue(body)
             else:
                 raise UnusableResponseError(f"expected the provider's dataflow catalogue, got {fmt}")
             self.cache.save_catalogue(entry.provider, key, rows)
-        index = CatalogueIndex(rows)
+        index = CatalogueIndex(rows, words)
         with self._lock:
             self._catalogues[entry.provider] = (key, index)
         return index

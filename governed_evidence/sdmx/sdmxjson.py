@@ -37,7 +37,7 @@ from governed_evidence.sdmx.artefacts import (
     Ref,
     StructureMessage,
 )
-from governed_evidence.sdmx.catalogue import MAX_DATAFLOWS, CatalogueRow, catalogue_row
+from governed_evidence.sdmx.catalogue import MAX_DATAFLOWS, CatalogueRow, Words, catalogue_row, index_words
 from governed_evidence.sdmx.jsonstructure import Group, Groups, read_groups
 from governed_evidence.sdmx.structure import CodeBudget, parse_urn
 from governed_evidence.sdmx.xml import clean, plain_text
@@ -434,7 +434,8 @@ def parse_json_catalogue(body: bytes, send: Send | None = None) -> list[Catalogu
     def flush() -> None:
         nonlocal pending
         if send is not None and pending:
-            send((reading, pending))
+            # With their words for the search index, made here rather than in the server.
+            send((reading, pending, index_words(pending)))
             pending = []
 
     def begin() -> None:
@@ -462,27 +463,33 @@ def parse_json_catalogue(body: bytes, send: Send | None = None) -> list[Catalogu
         return [r for r in found.read.get("dataflows", []) if r is not None]
     flush()
     # Which reading's rows are the catalogue: none when ``data`` was written again without dataflows.
-    send((reading if "dataflows" in found.read else None, None))
+    send((reading if "dataflows" in found.read else None, None, None))
     return []
 
 
 class CatalogueParts:
-    """A catalogue's rows, sent in parts by :func:`parse_json_catalogue`, put back together."""
+    """A catalogue's rows and their index words, sent in parts by :func:`parse_json_catalogue`, put together."""
 
     def __init__(self) -> None:
         self._rows: dict[int, list[CatalogueRow]] = {}
+        self._words: dict[int, list[Words]] = {}
         self._kept: int | None = None
 
-    def take(self, part: tuple[int | None, list[CatalogueRow] | None]) -> None:
-        reading, rows = part
+    def take(self, part: tuple[int | None, list[CatalogueRow] | None, Words | None]) -> None:
+        reading, rows, words = part
         if rows is None:
             self._kept = reading
-        elif reading is not None:
+        elif reading is not None and words is not None:
             self._rows.setdefault(reading, []).extend(rows)
+            self._words.setdefault(reading, []).append(words)
 
-    def rows(self, last: list[CatalogueRow]) -> list[CatalogueRow]:
-        """The catalogue: the rows sent with the reading kept, then ``last`` (what the parse returned)."""
+    def catalogue(self, last: list[CatalogueRow]) -> tuple[list[CatalogueRow], list[Words]]:
+        """The rows sent with the reading kept, then ``last`` (what the parse returned), and their words."""
         rows = self._rows.pop(self._kept, []) if self._kept is not None else []
+        words = self._words.pop(self._kept, []) if self._kept is not None else []
         self._rows.clear()
-        rows.extend(last)
-        return rows
+        self._words.clear()
+        if last:
+            rows.extend(last)
+            words.append(index_words(last))
+        return rows, words

@@ -17,6 +17,7 @@ import pytest
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
 from governed_evidence.sdmx import sdmxjson
+from governed_evidence.sdmx.catalogue import CatalogueIndex
 from governed_evidence.sdmx.isolated import run_streamed
 from governed_evidence.sdmx.sdmxjson import CatalogueParts, StructureParts, parse_json_catalogue, parse_json_structure
 from tests.sdmx.test_json_structure_stream import RECORDED
@@ -61,7 +62,12 @@ def _structure_in_parts(body: bytes) -> Any:
 
 def _catalogue_in_parts(body: bytes) -> Any:
     catalogue = CatalogueParts()
-    return catalogue.rows(run_streamed(parse_json_catalogue, catalogue.take, body))
+    rows, words = catalogue.catalogue(run_streamed(parse_json_catalogue, catalogue.take, body))
+    # The index made of the words sent with the rows is the one made of the rows here.
+    index, here = CatalogueIndex(rows, words), CatalogueIndex(rows)
+    for query in ("price", "consumer prices", "trade gdp", "flow", "df1 employment"):
+        assert index.search(query, 20) == here.search(query, 20)
+    return rows
 
 
 def _bodies() -> list[bytes]:
