@@ -29,8 +29,9 @@ from governed_evidence.sdmx.data import DataTable, parse_data
 from governed_evidence.sdmx.envelope import unwrap
 from governed_evidence.sdmx.formats import Format, detect
 from governed_evidence.sdmx.isolated import run_isolated, run_streamed
+from governed_evidence.sdmx.jsonparts import CatalogueParts, StructureParts
 from governed_evidence.sdmx.providers import Provider
-from governed_evidence.sdmx.sdmxjson import CatalogueParts, StructureParts, parse_json_catalogue, parse_json_structure
+from governed_evidence.sdmx.sdmxjson import parse_json_catalogue, parse_json_structure
 from governed_evidence.sdmx.structure import MAX_CODES, error_codes, parse_structure
 from governed_evidence.sdmx.urls import Kind
 

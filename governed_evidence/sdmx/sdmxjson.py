@@ -37,7 +37,7 @@ from governed_evidence.sdmx.artefacts import (
     Ref,
     StructureMessage,
 )
-from governed_evidence.sdmx.catalogue import MAX_DATAFLOWS, CatalogueRow, Words, catalogue_row, index_words
+from governed_evidence.sdmx.catalogue import MAX_DATAFLOWS, CatalogueRow, catalogue_row, index_words
 from governed_evidence.sdmx.jsonstructure import Group, Groups, read_groups
 from governed_evidence.sdmx.structure import CodeBudget, parse_urn
 from governed_evidence.sdmx.xml import clean, plain_text
@@ -45,8 +45,6 @@ from governed_evidence.sdmx.xml import clean, plain_text
 __all__ = [
     "MAX_JSON_BYTES",
     "PART_ITEMS",
-    "CatalogueParts",
-    "StructureParts",
     "as_dict",
     "as_list",
     "as_text",
@@ -257,40 +255,6 @@ class _Codes:
             self.codes = {}
 
 
-class StructureParts:
-    """A structure message's codes, sent in parts by :func:`parse_json_structure`, put back together.
-
-    Each part's codes are assigned in the order sent, so a code id read twice keeps its first
-    place and its last name, as in one dict. The last part names, in order, the lists the
-    message's codelists kept (a codelist read and then replaced is not among them).
-    """
-
-    def __init__(self) -> None:
-        self._reading: dict[int, dict[str, str]] = {}
-        self._read: dict[int, dict[str, str]] = {}
-        self._kept: list[int] = []
-
-    def take(self, part: tuple[str, Any, dict[str, str] | None]) -> None:
-        kind, serial, codes = part
-        if kind == "codes" and codes is not None:
-            self._reading.setdefault(serial, {}).update(codes)
-        elif kind == "codelist":
-            self._read[serial] = self._reading.pop(serial, {})
-            # Lists read for this codelist and replaced (``codes`` written twice) are dropped.
-            self._reading.clear()
-        elif kind == "kept":
-            self._kept = list(serial)
-
-    def message(self, message: StructureMessage) -> StructureMessage:
-        """``message`` (as the parse returned it) with each codelist's codes."""
-        if len(self._kept) != len(message.codelists):
-            raise UnusableResponseError("the provider's answer could not be read (its codes were not all received)")
-        for codelist, serial in zip(message.codelists, self._kept, strict=True):
-            codelist.codes = self._read.pop(serial, {})
-        self._read.clear()
-        return message
-
-
 def _check(found: Groups) -> None:
     if not found.data or not any(k in found.members for k in _STRUCTURE_GROUPS):
         raise UnusableResponseError("the provider's JSON is not an SDMX-JSON structure message")
@@ -309,7 +273,7 @@ def parse_json_structure(body: bytes, send: Send | None = None) -> StructureMess
     Read as a stream (:mod:`~governed_evidence.sdmx.jsonstructure`): each artefact is
     built alone and turned into what is kept at once, each code and concept alone. With
     ``send``, the codes are sent in parts as they are read and the codelists returned
-    without them: :class:`StructureParts` puts them back.
+    without them: :class:`~governed_evidence.sdmx.jsonparts.StructureParts` puts them back.
 
     Raises
     ------
@@ -414,7 +378,7 @@ def parse_json_catalogue(body: bytes, send: Send | None = None) -> list[Catalogu
     """The dataflows of an SDMX-JSON 2.0 structure message, as catalogue rows.
 
     With ``send``, the rows are sent in parts as they are read and none returned:
-    :class:`CatalogueParts` puts them together.
+    :class:`~governed_evidence.sdmx.jsonparts.CatalogueParts` puts them together.
 
     Raises
     ------
@@ -465,31 +429,3 @@ def parse_json_catalogue(body: bytes, send: Send | None = None) -> list[Catalogu
     # Which reading's rows are the catalogue: none when ``data`` was written again without dataflows.
     send((reading if "dataflows" in found.read else None, None, None))
     return []
-
-
-class CatalogueParts:
-    """A catalogue's rows and their index words, sent in parts by :func:`parse_json_catalogue`, put together."""
-
-    def __init__(self) -> None:
-        self._rows: dict[int, list[CatalogueRow]] = {}
-        self._words: dict[int, list[Words]] = {}
-        self._kept: int | None = None
-
-    def take(self, part: tuple[int | None, list[CatalogueRow] | None, Words | None]) -> None:
-        reading, rows, words = part
-        if rows is None:
-            self._kept = reading
-        elif reading is not None and words is not None:
-            self._rows.setdefault(reading, []).extend(rows)
-            self._words.setdefault(reading, []).append(words)
-
-    def catalogue(self, last: list[CatalogueRow]) -> tuple[list[CatalogueRow], list[Words]]:
-        """The rows sent with the reading kept, then ``last`` (what the parse returned), and their words."""
-        rows = self._rows.pop(self._kept, []) if self._kept is not None else []
-        words = self._words.pop(self._kept, []) if self._kept is not None else []
-        self._rows.clear()
-        self._words.clear()
-        if last:
-            rows.extend(last)
-            words.append(index_words(last))
-        return rows, words

@@ -19,7 +19,8 @@ from governed_evidence.errors import ResponseTooLargeError, UnusableResponseErro
 from governed_evidence.sdmx import sdmxjson
 from governed_evidence.sdmx.catalogue import CatalogueIndex
 from governed_evidence.sdmx.isolated import run_streamed
-from governed_evidence.sdmx.sdmxjson import CatalogueParts, StructureParts, parse_json_catalogue, parse_json_structure
+from governed_evidence.sdmx.jsonparts import CatalogueParts, StructureParts
+from governed_evidence.sdmx.sdmxjson import parse_json_catalogue, parse_json_structure
 from tests.sdmx.test_json_structure_stream import RECORDED
 
 
