@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from governed_evidence.errors import ResponseTooLargeError, UnusableResponseError
 from governed_evidence.logging import get_logger
+from governed_evidence.sdmx.kept import TextBudget
 from governed_evidence.sdmx.validate import provider_dataset_ref
 from governed_evidence.sdmx.xml import MES, STR, V3_TO_V21, localised, localised_text, plain_text, stream
 
@@ -100,9 +101,10 @@ def parse_catalogue(body: bytes) -> list[CatalogueRow]:
     UnusableResponseError
         Not a structure message, unsafe or malformed.
     ResponseTooLargeError
-        More than :data:`MAX_DATAFLOWS` dataflows.
+        More than :data:`MAX_DATAFLOWS` dataflows, or more text than ``MAX_KEPT_TEXT``.
     """
     rows: list[CatalogueRow] = []
+    budget = TextBudget()
     root_seen = False
     definitions = unusable = 0
     for kind, tag, attrib, element in stream(body, units=_is_dataflow, rename=V3_TO_V21):
@@ -128,6 +130,10 @@ def parse_catalogue(body: bytes) -> list[CatalogueRow]:
         if row is None:
             unusable += 1
             continue
+        budget.keep(row.dataset_id, row.name, row.description)
+        # The index words are made later, in the server: counted at their most, the row's
+        # text again (ASCII words out of it, each field's between two spaces, a line's ``||\n``).
+        budget.add(len(row.dataset_id) + len(row.name) + len(row.description) + 9)
         rows.append(row)
     if unusable:
         log.warning("sdmx_catalogue_entries_skipped", count=unusable, reason="identifiers")

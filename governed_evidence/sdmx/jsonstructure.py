@@ -15,7 +15,8 @@ the message is read forward once:
 - each message is at most :data:`STRUCTURE_EVENTS` events, built or passed over, which
   bounds the processor time.
 
-What the readers keep is bounded by them (``MAX_CODES``, ``MAX_DATAFLOWS``). Values come
+What the readers keep is bounded by them (``MAX_CODES``, ``MAX_DATAFLOWS``, and its text's
+memory by ``MAX_KEPT_TEXT``). Values come
 out as ``json.loads`` gives them; a member written twice counts as the last one written,
 as there.
 """

@@ -16,7 +16,8 @@ Bounds. A structure message is read as a stream of events, one artefact at a tim
 refused, what is not read is passed over unbuilt, what is built is bounded per artefact
 and per code, and what is kept is bounded like the XML readers (codes by
 :data:`~governed_evidence.sdmx.structure.MAX_CODES`, catalogue rows by
-:data:`~governed_evidence.sdmx.catalogue.MAX_DATAFLOWS`). Data messages are streamed too
+:data:`~governed_evidence.sdmx.catalogue.MAX_DATAFLOWS`, the memory of their text and index
+words by :data:`~governed_evidence.sdmx.kept.MAX_KEPT_TEXT`). Data messages are streamed too
 (:mod:`~governed_evidence.sdmx.jsondata`, under the same byte cap). Every text that is
 kept passes :func:`~governed_evidence.sdmx.xml.clean`.
 """
@@ -39,6 +40,7 @@ from governed_evidence.sdmx.artefacts import (
 )
 from governed_evidence.sdmx.catalogue import MAX_DATAFLOWS, CatalogueRow, catalogue_row, index_words
 from governed_evidence.sdmx.jsonstructure import Group, Groups, read_groups
+from governed_evidence.sdmx.kept import TextBudget, keep_constraint
 from governed_evidence.sdmx.structure import CodeBudget, parse_urn
 from governed_evidence.sdmx.xml import clean, plain_text
 
@@ -280,8 +282,8 @@ def parse_json_structure(body: bytes, send: Send | None = None) -> StructureMess
     UnusableResponseError
         Malformed JSON, or JSON that is not an SDMX-JSON structure message.
     ResponseTooLargeError
-        Over :data:`MAX_JSON_BYTES`, more than ``MAX_CODES`` items, or an artefact larger
-        than the stream reader builds.
+        Over :data:`MAX_JSON_BYTES`, more than ``MAX_CODES`` items or ``MAX_KEPT_TEXT`` bytes
+        of text, or an artefact larger than the stream reader builds.
     """
     _too_large(body)
     # Counts what is read as it is read, so a message with too much is refused before it is
@@ -294,25 +296,31 @@ def parse_json_structure(body: bytes, send: Send | None = None) -> StructureMess
     def dataflow(item: dict[str, Any], _: object) -> tuple[Dataflow, int]:
         flow = _dataflow(item)
         budget.take(1 + len(flow.annotations))
+        budget.keep(flow.id, flow.name, flow.description, *flow.annotations, *flow.annotations.values())
         return flow, 1 + len(flow.annotations)
 
     def structure(item: dict[str, Any], _: object) -> tuple[DataStructure, int]:
         dsd = _structure(item)
         size = 1 + len(dsd.dimensions) + len(dsd.attributes)
         budget.take(size)
+        budget.keep(dsd.id, dsd.name, *(c.id for c in (*dsd.dimensions, *dsd.attributes)))
         return dsd, size
 
     def code(codes: _Codes, item: dict[str, Any]) -> None:
         budget.take(1)
         codes.read += 1
         if isinstance(item.get("id"), str):
-            codes.add(clean(item["id"]), clean(name_of(item)))
+            code, name = clean(item["id"]), clean(name_of(item))
+            budget.keep(code, name)
+            codes.add(code, name)
 
     def new_codes() -> _Codes:
         return _Codes(send, next(serials))
 
     def codelist(item: dict[str, Any], codes: _Codes) -> tuple[Codelist, int]:
         budget.take(1)
+        name = clean(name_of(item))
+        budget.keep(name)
         if send is not None:
             codes.flush()
             send(("codelist", codes.serial, None))
@@ -320,7 +328,7 @@ def parse_json_structure(body: bytes, send: Send | None = None) -> StructureMess
             agency=str(item.get("agencyID", "")),
             id=str(item.get("id", "")),
             version=str(item.get("version", "")),
-            name=clean(name_of(item)),
+            name=name,
             codes=codes.codes,
             partial=item.get("isPartial") is True,
         )
@@ -329,7 +337,9 @@ def parse_json_structure(body: bytes, send: Send | None = None) -> StructureMess
 
     def concept(concepts: list[tuple[str, str]], item: dict[str, Any]) -> None:
         budget.take(1)
-        concepts.append((str(item.get("id", "")), clean(name_of(item))))
+        cid, name = str(item.get("id", "")), clean(name_of(item))
+        budget.keep(cid, name)
+        concepts.append((cid, name))
 
     def scheme(item: dict[str, Any], concepts: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
         return str(item.get("id", "")), concepts
@@ -338,6 +348,7 @@ def parse_json_structure(body: bytes, send: Send | None = None) -> StructureMess
         found = _constraint(item)
         size = 1 + sum(len(v) for v in found.key_values.values()) + len(found.keys)
         budget.take(size)
+        keep_constraint(budget, found)
         return found, size
 
     found = read_groups(
@@ -385,11 +396,14 @@ def parse_json_catalogue(body: bytes, send: Send | None = None) -> list[Catalogu
     UnusableResponseError
         Malformed JSON, or JSON that is not an SDMX-JSON structure message.
     ResponseTooLargeError
-        Over :data:`MAX_JSON_BYTES`, more than ``MAX_DATAFLOWS`` dataflows, or a dataflow
-        larger than the stream reader builds.
+        Over :data:`MAX_JSON_BYTES`, more than ``MAX_DATAFLOWS`` dataflows or ``MAX_KEPT_TEXT``
+        bytes of text and index words, or a dataflow larger than the stream reader builds.
     """
     _too_large(body)
     count = 0
+    # The rows' text and their index words, counted as they are made (with ``send``: without,
+    # the words are made later, from the rows returned).
+    budget = TextBudget()
     # Rows not yet sent, and which reading of ``dataflows`` they are from (written twice,
     # the last reading counts).
     pending: list[CatalogueRow] = []
@@ -399,7 +413,9 @@ def parse_json_catalogue(body: bytes, send: Send | None = None) -> list[Catalogu
         nonlocal pending
         if send is not None and pending:
             # With their words for the search index, made here rather than in the server.
-            send((reading, pending, index_words(pending)))
+            words = index_words(pending)
+            budget.add(len(words[0]))
+            send((reading, pending, words))
             pending = []
 
     def begin() -> None:
@@ -414,6 +430,8 @@ def parse_json_catalogue(body: bytes, send: Send | None = None) -> list[Catalogu
             raise ResponseTooLargeError("the catalogue lists more dataflows than this server reads")
         flow = _dataflow(item)
         found = catalogue_row(flow.agency, flow.id, flow.version or "latest", flow.name, flow.description)
+        if found is not None:
+            budget.keep(found.dataset_id, found.name, found.description)
         if send is None or found is None:
             return found
         pending.append(found)

@@ -32,6 +32,7 @@ from governed_evidence.sdmx.artefacts import (
     Ref,
     StructureMessage,
 )
+from governed_evidence.sdmx.kept import TextBudget, keep_constraint
 from governed_evidence.sdmx.xml import (
     COM,
     MES,
@@ -289,10 +290,11 @@ def error_codes(body: bytes) -> list[str]:
     return codes
 
 
-class CodeBudget:
-    """Codes read so far from one message, across all its codelists (bounded by MAX_CODES)."""
+class CodeBudget(TextBudget):
+    """Codes read so far from one message, across all its codelists (bounded by MAX_CODES), and their text."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.used = 0
 
     def take(self, count: int) -> None:
@@ -323,7 +325,7 @@ def parse_structure(body: bytes) -> StructureMessage:
     UnusableResponseError
         Not a structure message, unsafe, or malformed.
     ResponseTooLargeError
-        More than :data:`MAX_CODES` items.
+        More than :data:`MAX_CODES` items, or more text than ``MAX_KEPT_TEXT``.
     """
     message = StructureMessage()
     budget = CodeBudget()
@@ -346,6 +348,7 @@ def parse_structure(body: bytes) -> StructureMessage:
         elif kind == "end" and tag in _ITEMS and scheme is not None:
             if tag == _CODELIST:
                 budget.take(1)
+                budget.keep(scheme_name)
                 message.codelists.append(
                     Codelist(
                         agency=scheme[1].get("agencyID", ""),
@@ -378,10 +381,12 @@ def _add(
     if name == "Dataflow":
         flow = _dataflow(element)
         budget.take(1 + len(flow.annotations))
+        budget.keep(flow.id, flow.name, flow.description, *flow.annotations, *flow.annotations.values())
         message.dataflows.append(flow)
     elif name == "DataStructure":
         dsd = _structure(element)
         budget.take(1 + len(dsd.dimensions) + len(dsd.attributes))
+        budget.keep(dsd.id, dsd.name, *(c.id for c in (*dsd.dimensions, *dsd.attributes)))
         message.structures.append(dsd)
     elif name in ("ContentConstraint", "DataConstraint"):
         constraint = _constraint(element)
@@ -392,12 +397,16 @@ def _add(
             + sum(len(v) for v in constraint.attribute_values.values())
             + sum(len(k) for k in constraint.keys)
         )
+        keep_constraint(budget, constraint)
         message.constraints.append(constraint)
     elif name == "Code" and scheme is not None:
         budget.take(1)
-        codes[element.get("id", "")] = localised(element)
+        code, label = element.get("id", ""), localised(element)
+        budget.keep(code, label)
+        codes[code] = label
     elif name == "Concept" and scheme is not None:
         budget.take(1)
         cid, label = element.get("id", ""), localised(element)
+        budget.keep(cid, label)
         message.concepts[(scheme[1].get("id", ""), cid)] = label
         message.concepts.setdefault(("", cid), label)
