@@ -50,7 +50,7 @@ class TextBudget:
         self.text += size
         if self.text > MAX_KEPT_TEXT:
             raise ResponseTooLargeError(
-                "the structure's names and descriptions take more memory than this server holds "
+                "the provider's answer keeps names and descriptions that take more memory than this server holds "
                 f"({MAX_KEPT_TEXT // (1024 * 1024)} MiB)"
             )
 

@@ -23,7 +23,7 @@ from governed_evidence.sdmx.structure import parse_structure
 from tests.sdmx.helpers import ESTAT_GOV, catalogue_of, fixture, shared
 from tests.sdmx.test_json_structure_stream import RECORDED
 
-REFUSAL = r"names and descriptions take more memory than this server holds \(12 MiB\)"
+REFUSAL = r"keeps names and descriptions that take more memory than this server holds \(12 MiB\)"
 
 
 def _codelist(names: list[str]) -> bytes:
@@ -53,7 +53,7 @@ def test_the_sdmx_ml_readers_count_the_same_text(monkeypatch: pytest.MonkeyPatch
     body = shared(ESTAT_GOV)
     parse_structure(body)
     monkeypatch.setattr(kept, "MAX_KEPT_TEXT", 2_000)
-    with pytest.raises(ResponseTooLargeError, match="names and descriptions take more memory"):
+    with pytest.raises(ResponseTooLargeError, match="names and descriptions that take more memory"):
         parse_structure(body)
     flows = catalogue_of(fixture("oecd_g20_prices_structure.xml"), fixture("estat_lfsa_egai2d_dataflow.xml"))
     monkeypatch.setattr(kept, "MAX_KEPT_TEXT", 12 * 1024 * 1024)
@@ -61,7 +61,7 @@ def test_the_sdmx_ml_readers_count_the_same_text(monkeypatch: pytest.MonkeyPatch
     # The index words are counted at their most, the rows' text again.
     text = sum(len(r.dataset_id) + len(r.name) + len(r.description) for r in rows)
     monkeypatch.setattr(kept, "MAX_KEPT_TEXT", text + text // 2)
-    with pytest.raises(ResponseTooLargeError, match="names and descriptions take more memory"):
+    with pytest.raises(ResponseTooLargeError, match="names and descriptions that take more memory"):
         parse_catalogue(flows)
 
 
@@ -74,7 +74,7 @@ def test_a_catalogue_s_index_words_are_counted_with_its_text(monkeypatch: pytest
     parts: list[Any] = []
     assert parse_json_catalogue(_catalogue(repeated), send=parts.append) == []
     assert sum(len(p[1]) for p in parts if p[1]) == 1_000
-    with pytest.raises(ResponseTooLargeError, match="names and descriptions take more memory"):
+    with pytest.raises(ResponseTooLargeError, match="names and descriptions that take more memory"):
         parse_json_catalogue(_catalogue(distinct), send=parts.append)
 
 
