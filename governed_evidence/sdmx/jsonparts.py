@@ -14,7 +14,7 @@ from typing import Any
 
 from governed_evidence.errors import UnusableResponseError
 from governed_evidence.sdmx.artefacts import StructureMessage
-from governed_evidence.sdmx.catalogue import CatalogueRow, Words, index_words
+from governed_evidence.sdmx.catalogue import CatalogueRow, Words
 
 __all__ = ["CatalogueParts", "StructureParts"]
 
@@ -69,13 +69,10 @@ class CatalogueParts:
             self._rows.setdefault(reading, []).extend(rows)
             self._words.setdefault(reading, []).append(words)
 
-    def catalogue(self, last: list[CatalogueRow]) -> tuple[list[CatalogueRow], list[Words]]:
-        """The rows sent with the reading kept, then ``last`` (what the parse returned), and their words."""
+    def catalogue(self) -> tuple[list[CatalogueRow], list[Words]]:
+        """The rows sent with the reading kept, and their words (the parse, sending, returns none)."""
         rows = self._rows.pop(self._kept, []) if self._kept is not None else []
         words = self._words.pop(self._kept, []) if self._kept is not None else []
         self._rows.clear()
         self._words.clear()
-        if last:
-            rows.extend(last)
-            words.append(index_words(last))
         return rows, words

@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 
 from governed_evidence.errors import ResponseTooLargeError
-from governed_evidence.sdmx.artefacts import Constraint
+from governed_evidence.sdmx.artefacts import Constraint, Dataflow, DataStructure
 
-__all__ = ["MAX_KEPT_TEXT", "TextBudget", "keep_constraint"]
+__all__ = ["MAX_KEPT_TEXT", "TextBudget", "keep_constraint", "keep_dataflow", "keep_structure"]
 
 #: Bytes of text one message may keep as Python strings (headers apart). The largest
 #: recorded message (Eurostat's lfsa_egai2d structure) keeps 0.2 MiB. At the limit, 97,541
@@ -61,3 +61,13 @@ def keep_constraint(budget: TextBudget, constraint: Constraint) -> None:
         budget.keep(*values)
     for key in constraint.keys:
         budget.keep(*key.values())
+
+
+def keep_dataflow(budget: TextBudget, flow: Dataflow) -> None:
+    """Count a dataflow's id, name, description and annotations, as the JSON and ML readers keep them."""
+    budget.keep(flow.id, flow.name, flow.description, *flow.annotations, *flow.annotations.values())
+
+
+def keep_structure(budget: TextBudget, dsd: DataStructure) -> None:
+    """Count a data structure's id, name and its components' ids."""
+    budget.keep(dsd.id, dsd.name, *(c.id for c in (*dsd.dimensions, *dsd.attributes)))

@@ -120,7 +120,8 @@ class ParsedResponses:
             if fmt == "json":
                 # Sent in parts as they are read, like a structure's codes, with their index words.
                 catalogue = CatalogueParts()
-                rows, words = catalogue.catalogue(run_streamed(parse_json_catalogue, catalogue.take, body))
+                run_streamed(parse_json_catalogue, catalogue.take, body)
+                rows, words = catalogue.catalogue()
             elif fmt == "structure":
                 rows = parse_catalogue(body)
             else:

@@ -24,7 +24,6 @@ kept passes :func:`~governed_evidence.sdmx.xml.clean`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from itertools import count
 from typing import Any
 
@@ -39,8 +38,9 @@ from governed_evidence.sdmx.artefacts import (
     StructureMessage,
 )
 from governed_evidence.sdmx.catalogue import MAX_DATAFLOWS, CatalogueRow, catalogue_row, index_words
+from governed_evidence.sdmx.isolated import Send
 from governed_evidence.sdmx.jsonstructure import Group, Groups, read_groups
-from governed_evidence.sdmx.kept import TextBudget, keep_constraint
+from governed_evidence.sdmx.kept import TextBudget, keep_constraint, keep_dataflow, keep_structure
 from governed_evidence.sdmx.structure import CodeBudget, parse_urn
 from governed_evidence.sdmx.xml import clean, plain_text
 
@@ -60,9 +60,6 @@ MAX_JSON_BYTES = 16 * 1024 * 1024
 #: Codes or catalogue rows a parse that sends its answer in parts (``send``) sends at once:
 #: a few hundred KiB of text, where the whole answer may be tens of MB.
 PART_ITEMS = 4096
-
-#: Where a parse sends a part of its answer (:func:`~governed_evidence.sdmx.isolated.run_streamed`).
-Send = Callable[[Any], None]
 
 
 def as_dict(value: Any) -> dict[str, Any]:
@@ -296,14 +293,14 @@ def parse_json_structure(body: bytes, send: Send | None = None) -> StructureMess
     def dataflow(item: dict[str, Any], _: object) -> tuple[Dataflow, int]:
         flow = _dataflow(item)
         budget.take(1 + len(flow.annotations))
-        budget.keep(flow.id, flow.name, flow.description, *flow.annotations, *flow.annotations.values())
+        keep_dataflow(budget, flow)
         return flow, 1 + len(flow.annotations)
 
     def structure(item: dict[str, Any], _: object) -> tuple[DataStructure, int]:
         dsd = _structure(item)
         size = 1 + len(dsd.dimensions) + len(dsd.attributes)
         budget.take(size)
-        budget.keep(dsd.id, dsd.name, *(c.id for c in (*dsd.dimensions, *dsd.attributes)))
+        keep_structure(budget, dsd)
         return dsd, size
 
     def code(codes: _Codes, item: dict[str, Any]) -> None:

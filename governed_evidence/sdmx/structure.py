@@ -32,7 +32,7 @@ from governed_evidence.sdmx.artefacts import (
     Ref,
     StructureMessage,
 )
-from governed_evidence.sdmx.kept import TextBudget, keep_constraint
+from governed_evidence.sdmx.kept import TextBudget, keep_constraint, keep_dataflow, keep_structure
 from governed_evidence.sdmx.xml import (
     COM,
     MES,
@@ -381,12 +381,12 @@ def _add(
     if name == "Dataflow":
         flow = _dataflow(element)
         budget.take(1 + len(flow.annotations))
-        budget.keep(flow.id, flow.name, flow.description, *flow.annotations, *flow.annotations.values())
+        keep_dataflow(budget, flow)
         message.dataflows.append(flow)
     elif name == "DataStructure":
         dsd = _structure(element)
         budget.take(1 + len(dsd.dimensions) + len(dsd.attributes))
-        budget.keep(dsd.id, dsd.name, *(c.id for c in (*dsd.dimensions, *dsd.attributes)))
+        keep_structure(budget, dsd)
         message.structures.append(dsd)
     elif name in ("ContentConstraint", "DataConstraint"):
         constraint = _constraint(element)

@@ -63,7 +63,8 @@ def _structure_in_parts(body: bytes) -> Any:
 
 def _catalogue_in_parts(body: bytes) -> Any:
     catalogue = CatalogueParts()
-    rows, words = catalogue.catalogue(run_streamed(parse_json_catalogue, catalogue.take, body))
+    assert run_streamed(parse_json_catalogue, catalogue.take, body) == []
+    rows, words = catalogue.catalogue()
     # The index made of the words sent with the rows is the one made of the rows here.
     index, here = CatalogueIndex(rows, words), CatalogueIndex(rows)
     for query in ("price", "consumer prices", "trade gdp", "flow", "df1 employment"):
