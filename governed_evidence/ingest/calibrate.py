@@ -55,10 +55,11 @@ def level_calibrations(
     if embedder.identity.model_id in CALIBRATIONS:
         return {}
     queries = _Queries(embedder)
+    levels = [level for level in Classification if level <= ceiling]
+    # Asked only when some level is measured: a small index makes no model call at all.
+    nearest: dict[Classification, np.ndarray] | None = None
     out: dict[str, tuple[float, float]] = {}
-    for level in Classification:
-        if level > ceiling:
-            break
+    for level in levels:
         rows = conn.execute(f"SELECT p.id, p.heading, p.title {_VISIBLE} ORDER BY p.id", (int(level),)).fetchall()
         if len(rows) < MIN_PASSAGES:
             # Too few to say anything about the model: no calibration, and no model call.
@@ -71,8 +72,9 @@ def level_calibrations(
         own = _vectors(conn, [pid for pid, _ in headings])
         asked = queries.of([text for _, text in headings])
         heading_own = np.einsum("ij,ij->i", asked, own)
-        nearest = _nearest(conn, level, queries.of(list(UNRELATED_QUESTIONS)))
-        measured = measure_calibration(nearest, heading_own, len(rows))
+        if nearest is None:
+            nearest = _nearest(conn, levels, queries.of(list(UNRELATED_QUESTIONS)))
+        measured = measure_calibration(nearest[level], heading_own, len(rows))
         if measured is not None:
             out[level.label] = measured
     return out
@@ -89,27 +91,33 @@ def _vectors(conn: apsw.Connection, ids: list[int]) -> np.ndarray:
     return np.vstack([found[pid] for pid in ids]).astype(np.float64)
 
 
-def _nearest(conn: apsw.Connection, level: Classification, asked: Vectors) -> np.ndarray:
-    """Each asked vector's cosine to its nearest passage at or below ``level`` (all of them,
-    read a chunk at a time)."""
-    best = np.full(asked.shape[0], -np.inf)
-    chunk: list[bytes] = []
+def _nearest(conn: apsw.Connection, levels: list[Classification], asked: Vectors) -> dict[Classification, np.ndarray]:
+    """Each asked vector's cosine to its nearest searchable passage at or below each of
+    ``levels``, from one scan of the vectors (a chunk at a time): every level's passages are
+    among the highest level's, so the vectors are read once, not once a level."""
+    asked = np.asarray(asked, dtype=np.float64)
+    best = {level: np.full(asked.shape[0], -np.inf) for level in levels}
     cursor = conn.execute(
-        "SELECT v.embedding FROM passages p JOIN passage_vectors v ON v.passage_id = p.id"
-        " WHERE p.searchable = 1 AND p.classification <= ?",
-        (int(level),),
+        "SELECT classification, embedding FROM passage_vectors WHERE searchable = 1 AND classification <= ?",
+        (int(max(levels)),),
     )
-    for (blob,) in cursor:
-        chunk.append(blob)
+    chunk: list[tuple[int, bytes]] = []
+    for row in cursor:
+        chunk.append(row)
         if len(chunk) == _CHUNK:
-            best = np.maximum(best, _best_of(asked, chunk))
+            _best_of(asked, chunk, best)
             chunk = []
     if chunk:
-        best = np.maximum(best, _best_of(asked, chunk))
+        _best_of(asked, chunk, best)
     return best
 
 
-def _best_of(asked: Vectors, blobs: list[bytes]) -> np.ndarray:
-    matrix = np.vstack([np.frombuffer(b, dtype=np.float32) for b in blobs]).astype(np.float64)
-    result: np.ndarray = (np.asarray(asked, dtype=np.float64) @ matrix.T).max(axis=1)
-    return result
+def _best_of(asked: np.ndarray, chunk: list[tuple[int, bytes]], best: dict[Classification, np.ndarray]) -> None:
+    """Raise each level's best cosines with a chunk of (classification, vector) rows."""
+    classification = np.fromiter((c for c, _ in chunk), dtype=np.int64, count=len(chunk))
+    matrix = np.frombuffer(b"".join(blob for _, blob in chunk), dtype=np.float32).reshape(len(chunk), -1)
+    cosine = asked @ matrix.astype(np.float64).T
+    for level, so_far in best.items():
+        at_or_below = classification <= int(level)
+        if at_or_below.any():
+            np.maximum(so_far, cosine[:, at_or_below].max(axis=1), out=so_far)

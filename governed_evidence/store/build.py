@@ -34,6 +34,8 @@ CarryOver = Callable[[apsw.Connection, str], None]
 
 #: The previous index, attached to the shadow file's connection for copying.
 _SOURCE = "source"
+#: The build connection's page cache, in KiB (SQLite's default is 2 MiB).
+BUILD_CACHE_KIB = 64 * 1024
 
 
 def _remove_orphaned_shadows(target: Path) -> None:
@@ -75,6 +77,12 @@ class IndexBuilder:
         self.conn: apsw.Connection = connect(self.shadow, readonly=False)
         # The shadow file is private until published; durability is ensured at commit.
         self.conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+        # SQLite's default page cache (2 MiB) is smaller than one chunk of sqlite-vec's vectors
+        # with the pages a build keeps dirty beside it: reading vectors back within the build
+        # (copying, calibrating, verifying) then fetched each chunk's pages again for every row.
+        # 64 MiB holds them; it is an upper bound, used only as the file grows
+        # (docs/performance.md, "Ingestion").
+        self.conn.execute(f"PRAGMA cache_size = -{BUILD_CACHE_KIB}")
         self._copying = False
         if copy_from is not None:
             # Attached before the transaction begins (SQLite attaches outside one). Reads of

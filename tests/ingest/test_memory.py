@@ -3,11 +3,14 @@
 A build writes each document as it is read; what it keeps for the whole run is one short
 name a file (the list every stage iterates). Measured as the peak of the Python-side
 allocations (tracemalloc) while a build of N tiny files, and one of 4N, is read and written:
-the difference, per file added, is what the build holds for each file at its peak. Two
+the difference, per file added, is what the build holds for each file at its peak. Three
 bounded costs are kept out of it: the chunk of documents waiting to be embedded (up to
-CHUNK_PASSAGES passages, made small here so both builds fill it), and the similarity
-calibration that follows the writing, which compares at most a fixed sample of vectors
-(below that sample it grows with the passages): the peak is taken as it starts.
+CHUNK_PASSAGES passages, made small here so both builds fill it), SQLite's page cache (up to
+BUILD_CACHE_KIB, which SQLite allocates through Python's allocator under apsw, and which
+grows with the file until it is full: made SQLite's default 2 MB here, which both builds
+fill), and the similarity calibration that follows the writing, which compares at most a
+fixed sample of vectors (below that sample it grows with the passages): the peak is taken as
+it starts.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from governed_evidence.config import Classification
 from governed_evidence.embeddings.base import Embedder
 from governed_evidence.ingest import pipeline, writer
 from governed_evidence.ingest.pipeline import dry_run_corpus, ingest_corpus
+from governed_evidence.store import build
 from tests.helpers import HashEmbedder
 
 #: Bytes a file the build may hold at its peak: its name in the file list and a few
@@ -54,6 +58,7 @@ def _build_peak(corpus: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> int:
 
     monkeypatch.setattr(pipeline, "level_calibrations", calibrated)
     monkeypatch.setattr(writer, "CHUNK_PASSAGES", 8)
+    monkeypatch.setattr(build, "BUILD_CACHE_KIB", 2000)
     # What earlier tests left is collected and set aside, so the collector runs as often as
     # in a process of its own (a large heap defers it, and uncollected garbage looks held).
     gc.collect()
