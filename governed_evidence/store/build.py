@@ -35,7 +35,7 @@ CarryOver = Callable[[apsw.Connection, str], None]
 #: The previous index, attached to the shadow file's connection for copying.
 _SOURCE = "source"
 #: The build connection's page cache, in KiB (SQLite's default is 2 MiB).
-BUILD_CACHE_KIB = 64 * 1024
+_BUILD_CACHE_KIB = 64 * 1024
 
 
 def _remove_orphaned_shadows(target: Path) -> None:
@@ -82,7 +82,7 @@ class IndexBuilder:
         # (copying, calibrating, verifying) then fetched each chunk's pages again for every row.
         # 64 MiB holds them; it is an upper bound, used only as the file grows
         # (docs/performance.md, "Ingestion").
-        self.conn.execute(f"PRAGMA cache_size = -{BUILD_CACHE_KIB}")
+        self.conn.execute(f"PRAGMA cache_size = -{_BUILD_CACHE_KIB}")
         self._copying = False
         if copy_from is not None:
             # Attached before the transaction begins (SQLite attaches outside one). Reads of

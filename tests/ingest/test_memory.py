@@ -6,7 +6,7 @@ allocations (tracemalloc) while a build of N tiny files, and one of 4N, is read 
 the difference, per file added, is what the build holds for each file at its peak. Three
 bounded costs are kept out of it: the chunk of documents waiting to be embedded (up to
 CHUNK_PASSAGES passages, made small here so both builds fill it), SQLite's page cache (up to
-BUILD_CACHE_KIB, which SQLite allocates through Python's allocator under apsw, and which
+_BUILD_CACHE_KIB, which SQLite allocates through Python's allocator under apsw, and which
 grows with the file until it is full: made SQLite's default 2 MB here, which both builds
 fill), and the similarity calibration that follows the writing, which compares at most a
 fixed sample of vectors (below that sample it grows with the passages): the peak is taken as
@@ -58,7 +58,7 @@ def _build_peak(corpus: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> int:
 
     monkeypatch.setattr(pipeline, "level_calibrations", calibrated)
     monkeypatch.setattr(writer, "CHUNK_PASSAGES", 8)
-    monkeypatch.setattr(build, "BUILD_CACHE_KIB", 2000)
+    monkeypatch.setattr(build, "_BUILD_CACHE_KIB", 2000)
     # What earlier tests left is collected and set aside, so the collector runs as often as
     # in a process of its own (a large heap defers it, and uncollected garbage looks held).
     gc.collect()
