@@ -101,7 +101,8 @@ def test_what_is_sent_in_parts_is_what_the_parse_gives_whole(monkeypatch: pytest
     # part, a list replaced after some of it was sent, a reading of a group that is dropped.
     monkeypatch.setattr(sdmxjson, "PART_ITEMS", part_items)
     bodies = _bodies()
-    # The corners and the two recordings kept in the repository; ../shared, when beside it, adds more.
+    # The corners, the three joined by hand and the two recordings kept in the repository;
+    # ../shared, when beside it, adds more.
     assert len(bodies) >= len(CORNERS) + 3 + 2
     for body in bodies:
         assert _outcome(_structure_in_parts, body) == _outcome(parse_json_structure, body)

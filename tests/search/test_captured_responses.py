@@ -11,6 +11,7 @@ change places.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +20,28 @@ import pytest
 from governed_evidence.config import Classification
 from tests.search import captured
 
-#: The strategies a search can take, each forced by its thresholds or its memory.
-STRATEGIES: dict[str, dict[str, Any]] = {
-    "shipped: impact lists, exact product": {"memory": captured.SHIPPED_MEMORY},
-    "SQL alone: FTS5, vec0 KNN": {"memory": 0},
-    "MaxScore, sign-code prefilter, query on a worker": {
-        "memory": captured.SHIPPED_MEMORY,
-        "pruned_rows": 0,
-        "exact_rows": 0,
-        "prefilter_min_recall": 0.0,
-        "caller_thread_rows": 0,
-    },
-}
 
-#: What each forced strategy must be seen to use (the search's log names it too).
-EXPECTED_SOURCES = {
-    "shipped: impact lists, exact product": (True, "exact product"),
-    "SQL alone: FTS5, vec0 KNN": (False, "vec0 KNN"),
-    "MaxScore, sign-code prefilter, query on a worker": (True, "sign-code prefilter"),
+@dataclass(frozen=True)
+class Forced:
+    """A strategy forced by its memory and thresholds, and the sources it must be seen to use
+    (the search's log names them too)."""
+
+    memory: int
+    lists_held: bool
+    vector_search: str
+    tuning: dict[str, Any] = field(default_factory=dict)
+
+
+#: The strategies a search can take.
+STRATEGIES = {
+    "shipped: impact lists, exact product": Forced(captured.SHIPPED_MEMORY, True, "exact product"),
+    "SQL alone: FTS5, vec0 KNN": Forced(0, False, "vec0 KNN"),
+    "MaxScore, sign-code prefilter, query on a worker": Forced(
+        captured.SHIPPED_MEMORY,
+        True,
+        "sign-code prefilter",
+        {"pruned_rows": 0, "exact_rows": 0, "prefilter_min_recall": 0.0, "caller_thread_rows": 0},
+    ),
 }
 
 
@@ -59,8 +64,8 @@ def capture() -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
 def strategy(
     request: pytest.FixtureRequest, index: Path, embedder: captured.RecordedEmbedder
 ) -> Iterator[tuple[str, captured.Services]]:
-    settings = dict(STRATEGIES[request.param])
-    services = captured.searchers(index, embedder, settings.pop("memory"), **settings)
+    forced = STRATEGIES[request.param]
+    services = captured.searchers(index, embedder, forced.memory, **forced.tuning)
     yield request.param, services
     for service in services.values():
         service.close()
@@ -72,10 +77,10 @@ def test_every_strategy_gives_the_captured_answers(
     capture: tuple[dict[str, dict[str, Any]], dict[str, list[str]]],
 ) -> None:
     name, services = strategy
-    lists_held, vector_search = EXPECTED_SOURCES[name]
+    forced = STRATEGIES[name]
     for (ceiling, _), service in services.items():
-        assert (service.impacts.copy is not None) is lists_held, (name, ceiling)
-        assert service.status().vector_search == vector_search, (name, ceiling)
+        assert (service.impacts.copy is not None) is forced.lists_held, (name, ceiling)
+        assert service.status().vector_search == forced.vector_search, (name, ceiling)
 
     chosen = list(captured.cases())
     answers, passages = captured.run(services, chosen)
@@ -85,7 +90,7 @@ def test_every_strategy_gives_the_captured_answers(
     departures = {key: found for key in expected if (found := captured.differences(expected[key], answers[key]))}
     assert not departures, f"{len(departures)} of {len(expected)} answers differ, e.g. {list(departures.items())[:3]}"
     # What each served passage is (its level, its document, its heading) is as captured.
-    assert {cid: passages[cid] for cid in passages} == {cid: expected_passages[cid] for cid in passages}
+    assert passages == {cid: expected_passages.get(cid) for cid in passages}
     # The capture is not empty of what it is meant to check.
     served = [a for a in expected.values() if a["results"]]
     assert len(served) > 300 and any(a["status"] == "NO_RELEVANT_CONTEXT" for a in expected.values())
