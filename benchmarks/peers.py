@@ -4,6 +4,8 @@
     .cache/peers-venv/bin/python -m benchmarks.peers --sizes 10000,100000 --out /tmp/peers.json
     .cache/peers-venv/bin/python -m benchmarks.peers --systems tantivy_numpy,bm25s_numpy --passes 1 \
         --out /tmp/quick.json                           # what `make bench-quick` runs
+    .cache/peers-venv/bin/python -m benchmarks.peers --alone --out /tmp/peers.json
+                                                        # each system also timed in a loop of its own
 
 Runs in its own venv (.cache/peers-venv: the product's runtime lock plus
 benchmarks/peers-requirements.txt), never the product's. For each size it takes the generated
@@ -68,6 +70,7 @@ __all__ = [
     "paired_bootstrap",
     "per_query_ndcg",
     "quality",
+    "ratio_alone",
     "rrf",
     "scifact_id",
     "visible_qrels",
@@ -216,6 +219,14 @@ def interleaved(
                 out[name].append((clock() - t0) * 1000)
             turn += 1
     return out
+
+
+def ratio_alone(systems: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """The project's p95 over the best peer's, each timed in a loop of its own (``alone_ms``)."""
+    timed = {name: {**row, "ms": row["alone_ms"]} for name, row in systems.items() if "alone_ms" in row}
+    if PROJECT not in timed:
+        return None
+    return ratio_to_best_peer(timed[PROJECT]["ms"]["p95"], timed)
 
 
 def chosen_peers(spec: str) -> tuple[str, ...]:
@@ -568,6 +579,13 @@ def run_size(size: int, ns: argparse.Namespace, dataset: Path, bench_dir: Path, 
         passes=ns.passes,
     )
     timings["project_with_embedding"] = embedding["project_with_embedding"]
+    alone: dict[str, list[float]] = {}
+    if ns.alone:
+        # Each system in a loop of its own, after the rotations: warm, nothing run in between.
+        # The rotation puts every other system's memory between two calls of one (docs/
+        # performance.md's findings measure what that costs each).
+        for name, call in calls.items():
+            alone.update(interleaved({name: call}, len(texts), passes=ns.passes))
     for name, samples in timings.items():
         result_systems.setdefault(
             name,
@@ -580,6 +598,8 @@ def run_size(size: int, ns: argparse.Namespace, dataset: Path, bench_dir: Path, 
             },
         )
         result_systems[name]["ms"] = latency(samples)
+        if name in alone:
+            result_systems[name]["alone_ms"] = latency(alone[name])
     # Rows in table order: the project's first.
     ordered = {k: result_systems[k] for k in (PROJECT, "project_with_embedding")}
     ordered.update({k: v for k, v in result_systems.items() if k not in ordered})
@@ -593,6 +613,7 @@ def run_size(size: int, ns: argparse.Namespace, dataset: Path, bench_dir: Path, 
         "query_embed_ms": latency(embed_ms),
         "systems": ordered,
         "ratio_to_best_peer_p95": ratio_to_best_peer(project_p95, ordered),
+        **({"ratio_to_best_peer_p95_alone": ratio_alone(ordered)} if alone else {}),
         "notes": notes,
     }
 
@@ -610,6 +631,11 @@ def main(argv: list[str] | None = None) -> None:
         type=chosen_peers,
         default=PEERS,
         help=f"comma-separated peers to build and time beside the project (default all: {','.join(PEERS)})",
+    )
+    parser.add_argument(
+        "--alone",
+        action="store_true",
+        help="also time each system in a loop of its own after the rotations (alone_ms in the JSON)",
     )
     parser.add_argument("--rebuild", action="store_true", help="rebuild the generated project indexes")
     parser.add_argument("--bench-dir", default=str(BENCH_DIR), help="where the generated project indexes are")

@@ -24,6 +24,7 @@ from benchmarks.peers import (
     interleaved,
     paired_bootstrap,
     quality,
+    ratio_alone,
     rrf,
     scifact_id,
     visible_qrels,
@@ -136,6 +137,17 @@ def test_the_best_peer_is_never_the_project() -> None:
     assert best_peer(systems) == "tantivy_numpy"
     assert ratio_to_best_peer(20.0, systems) == 5.0
     assert best_peer({"project": systems["project"]}) is None
+
+
+def test_the_ratio_alone_reads_the_loops_of_their_own_not_the_rotation() -> None:
+    systems = _systems()
+    assert ratio_alone(systems) is None  # --alone not given: no such figures
+    systems["project"]["alone_ms"] = {"p50": 1.0, "p95": 3.0}
+    systems["tantivy_numpy"]["alone_ms"] = {"p50": 0.5, "p95": 1.0}
+    systems["lancedb_exact"]["alone_ms"] = {"p50": 0.2, "p95": 0.75}
+    # The best peer alone is LanceDB here, though tantivy is the best in the rotation.
+    assert ratio_alone(systems) == 4.0
+    assert ratio_to_best_peer(20.0, systems) == 5.0
 
 
 def test_the_section_is_replaced_between_its_markers() -> None:
