@@ -4,7 +4,7 @@ For each generated index present, the SciFact queries' phrases are ranked (50 be
 impact lists of ceiling ``internal``) both ways, alternated query by query: every row scored
 (``ImpactIndex.rank`` without pruning, what a search does below the threshold) and MaxScore
 (``search/maxscore.py``, scoring every row itself when pruning would not pay). Every ranking
-is compared: the two must be equal. ``PRUNED_ROWS`` in ``search/impacts.py`` is set from
+is compared: the two must be equal. ``SearchTuning.pruned_rows`` (``search/tuning.py``) is set from
 this: between the largest size measured at which MaxScore is slower and the smallest at which
 it is faster at p50 and p95.
 
