@@ -7,11 +7,12 @@ like reading one that does not exist.
 
 A search is a pipeline of stages, each a module that takes values and returns values
 (docs/architecture.md draws it): the query's plan (:mod:`plan`), the keyword ranking
-(:mod:`keyword`) while the query is embedded on a worker (:mod:`query_embedder`), the
-semantic ranking (:mod:`semantic`), the candidates with their confidence (:mod:`candidates`),
-the gate (:mod:`gate`), the optional reranker (:mod:`rerank`) and the response
-(:mod:`results`). Which source each ranking reads is picked once per search
-(:mod:`strategy`). Reading by citation, sources and status are :mod:`lookup`'s.
+(:mod:`keyword`) with the query embedded before it or beside it on a worker
+(:mod:`query_embedder`), the semantic ranking (:mod:`semantic`), the candidates with their
+confidence (:mod:`candidates`), the gate (:mod:`gate`), the optional reranker (:mod:`rerank`)
+and the response (:mod:`results`). Which source each ranking reads, and where the query is
+embedded, is picked once per search (:mod:`strategy`). Reading by citation, sources and status
+are :mod:`lookup`'s.
 """
 
 from __future__ import annotations
