@@ -84,8 +84,9 @@ class Settings(BaseSettings):
     openai_input_type: str = Field(default="", pattern=r"^$|^[^/\s]+/[^/\s]+$")
     #: Largest source file ingest will open.
     max_file_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
-    #: Memory the server may use to hold the searchable vectors for fast meaning search
-    #: (about 1.6 KB a passage); 0, or an index that needs more, uses sqlite-vec's KNN.
+    #: Memory the server may use to hold its in-memory copies of each level it serves: the
+    #: searchable vectors and the keyword impact lists (about 2.2 KB a passage together); 0, or
+    #: an index that needs more, searches with sqlite-vec's KNN and FTS5 instead.
     vector_memory_mb: int = Field(default=4096, ge=0)
     #: "off" disables the confidence gate entirely (evaluation and sabotage runs only).
     gate: Literal["on", "off"] = "on"

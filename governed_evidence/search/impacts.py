@@ -5,7 +5,9 @@ at a time; at 100k passages that is most of a search. This is a derived copy of 
 index, as the vector matrix is of the stored vectors: for every term, the rows holding it
 (in passage-id order) and each row's share of the bm25 score, ``tf·(k1+1) / (tf + k1·(1-b+b·len/avg))``
 with the column weights folded into ``tf``. A query adds ``idf × impact`` over the postings of
-its terms into one score per row and takes the top k: the whole query, no pruning.
+its terms into one score per row and takes the top k of the whole query; from
+``SearchTuning.pruned_rows`` rows MaxScore (:mod:`maxscore`) finds the same top k without
+scoring every row.
 
 Nothing is tokenised here. The postings are read from an ``fts5vocab`` *instance* table over
 the level's own FTS5 table, so terms, stems and counts are the index's by construction, and

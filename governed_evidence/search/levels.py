@@ -52,24 +52,25 @@ class LevelServices:
         with self._lock:
             service = self._services.get(level)
             if service is None:
-                # Its vectors are copied on first need (MemoryCopy), or at start by warm_all.
+                # Its copies (vectors, impact lists) are made on first need (MemoryCopy), or at
+                # start by warm_all.
                 service = self._make(level)
                 self._services[level] = service
         return service
 
     def warm_in_background(self, service: SearchService) -> None:
-        """Load ``service``'s query embedder and vectors in a thread :meth:`close` waits for."""
+        """Load ``service``'s query embedder, vectors and impact lists in a thread :meth:`close` waits for."""
         thread = threading.Thread(target=service.warm, name=f"vector-warmup-{service.ceiling.label}", daemon=True)
         thread.start()
         self._warming.append(thread)
 
     def warm_all(self) -> None:
-        """Make every level up to the ceiling now and copy their vectors in a fixed order.
+        """Make every level up to the ceiling now and copy their vectors and impact lists in a fixed order.
 
         From public upward, one level after another in one thread: which levels' copies fit
         the shared budget is then decided at start-up by the index alone, the same on every
         replica, never by which caller happened to come first (a level left out answers
-        from the vec0 KNN: the same ranking, slower).
+        from the vec0 KNN and FTS5: the same ranking, slower).
         """
         services = [self.at(level) for level in Classification if level <= self.ceiling]
 
@@ -91,12 +92,12 @@ class LevelServices:
             return list(self._services.values())
 
     def wait(self) -> None:
-        """Wait until the copies of vectors started so far are done."""
+        """Wait until the copies started so far are done."""
         for thread in list(self._warming):
             thread.join()
 
     def close(self) -> None:
-        """Stop copies of vectors in progress and wait for them (the process is shutting down)."""
+        """Stop copies in progress and wait for them (the process is shutting down)."""
         for service in self.made():
             service.close()
         self.wait()

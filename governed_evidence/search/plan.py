@@ -1,7 +1,7 @@
 """A query's plan: everything about the query text the rankings need, worked out once.
 
-The keyword ranking, the coverage signal and the re-scoring all read the same tokens,
-stems and document frequencies; computing them here, from one connection and one level,
+The keyword ranking and the coverage signal read the same tokens, stems and document
+frequencies; computing them here, from one connection and one level,
 keeps the parts that use them free of any state of their own.
 """
 

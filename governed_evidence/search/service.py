@@ -1,9 +1,9 @@
 """SearchService: hybrid retrieval, the confidence gate and the ceiling, synchronously.
 
-The ceiling is applied *inside* both rankings (a per-level full-text index and a
-``classification`` constraint in the vector KNN), so a passage above it never takes a
-rank, shifts a score or moves a count. Reading a passage above the ceiling fails exactly
-like reading one that does not exist.
+The ceiling is applied *inside* both rankings (the level's own full-text index or its impact
+lists; vectors copied only at or below the level, or a ``classification`` constraint in the
+vec0 KNN), so a passage above it never takes a rank, shifts a score or moves a count.
+Reading a passage above the ceiling fails exactly like reading one that does not exist.
 
 A search is a pipeline of stages, each a module that takes values and returns values
 (docs/architecture.md draws it): the query's plan (:mod:`plan`), the keyword ranking

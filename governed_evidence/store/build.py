@@ -179,7 +179,8 @@ class IndexBuilder:
                 searchable,
                 row.text,
                 # Stored only where it differs (a passage with links, tags or a table rule):
-                # search re-scores candidates with it and must not recompute it per query.
+                # search reads it for the coverage signal while the keyword impact lists are not
+                # held, and must not recompute it per query.
                 None if row.search_text == row.text else row.search_text,
                 row.text_hash,
             ),
