@@ -4,8 +4,8 @@ For each generated index present, the SciFact queries' phrases are ranked (50 be
 impact lists of ceiling ``internal``) both ways, alternated query by query: every row scored
 (``ImpactIndex.rank`` without pruning, what a search does below the threshold) and MaxScore
 (``search/maxscore.py``, scoring every row itself when pruning would not pay). Every ranking
-is compared: the two must be equal. ``SearchTuning.pruned_rows`` (``search/tuning.py``) is set from
-this: between the largest size measured at which MaxScore is slower and the smallest at which
+is compared: the two must be equal. ``SearchTuning.pruned_rows`` (``search/tuning.py``) is
+set from this: between the largest size measured at which MaxScore is slower and the smallest at which
 it is faster at p50 and p95.
 
     .venv/bin/python -m benchmarks.maxscore --sizes 100000,300000,1000000

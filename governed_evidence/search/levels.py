@@ -59,13 +59,15 @@ class LevelServices:
         return service
 
     def warm_in_background(self, service: SearchService) -> None:
-        """Load ``service``'s query embedder, vectors and impact lists in a thread :meth:`close` waits for."""
+        """Load ``service``'s query embedder, vectors and impact lists in a thread :meth:`close`
+        waits for."""
         thread = threading.Thread(target=service.warm, name=f"vector-warmup-{service.ceiling.label}", daemon=True)
         thread.start()
         self._warming.append(thread)
 
     def warm_all(self) -> None:
-        """Make every level up to the ceiling now and copy their vectors and impact lists in a fixed order.
+        """Make every level up to the ceiling now and copy their vectors and impact lists, in a
+        fixed order.
 
         From public upward, one level after another in one thread: which levels' copies fit
         the shared budget is then decided at start-up by the index alone, the same on every

@@ -1,8 +1,8 @@
 """The keyword top k without scoring every row: MaxScore over the impact lists.
 
 An OR query over common words holds most rows of a large index; scoring them all
-(:meth:`~governed_evidence.search.impacts.ImpactIndex.rank` without ``essential_share``) costs time in proportion to
-every posting of every word. But a row's bm25 is a sum, over the query's phrases, of
+(:meth:`~governed_evidence.search.impacts.ImpactIndex.rank` without ``essential_share``)
+costs time in proportion to every posting of every word. But a row's bm25 is a sum, over the query's phrases, of
 ``idf × impact``, and no phrase can add more than its largest impact times its idf (its
 *bound*). Given a lower bound ``θ`` on the k-th best score (the real scores of a few rows that
 hold the rarest words), the phrases whose bounds together stay under ``θ`` are *non-essential*:
